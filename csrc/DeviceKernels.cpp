@@ -1,0 +1,73 @@
+// Ops whose neuron semantics differ from "run the CPU kernel on aliases": convolution (a
+// non-CPU tensor routes to convolution_overrideable, which the CPU does not implement) and
+// dropout (its CPU kernel draws from the CPU generator; on neuron it must draw from the
+// neuron device's generator).
+#include "CpuAlias.h"
+
+#include <ATen/Functions.h>
+#include <torch/library.h>
+
+namespace torchneuron {
+namespace {
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                       c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, bool transposed,
+                       c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  AliasSession s(input.device().index());
+  std::optional<at::Tensor> bias_cpu;
+  if (bias.has_value() && bias->defined()) bias_cpu = s.to_cpu(*bias);
+  at::Tensor out = at::convolution_symint(s.to_cpu(input), s.to_cpu(weight), bias_cpu, stride,
+                                          padding, dilation, transposed, output_padding,
+                                          std::move(groups));
+  return s.to_neuron(out);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  AliasSession s(input.device().index());
+  // The bias gradient has one entry per output channel.
+  std::vector<c10::SymInt> bias_sizes;
+  if (output_mask[2]) {
+    bias_sizes.push_back(transposed ? weight.sym_size(1) * groups : weight.sym_size(0));
+  }
+  auto [gi, gw, gb] = at::convolution_backward_symint(
+      s.to_cpu(grad_output), s.to_cpu(input), s.to_cpu(weight),
+      output_mask[2] ? std::optional<c10::SymIntArrayRef>(bias_sizes) : std::nullopt, stride,
+      padding, dilation, transposed, output_padding, std::move(groups), output_mask);
+  return {s.to_neuron(gi), s.to_neuron(gw), s.to_neuron(gb)};
+}
+
+// Same arithmetic as the CPU's native_dropout; the mask comes from bernoulli_ on a neuron
+// tensor, which the fallback feeds from the neuron generator.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+                                                  std::optional<bool> train) {
+  if (input.numel() == 0) return {input, at::empty_like(input)};
+  if (train.has_value() && !*train) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  const double keep = 1.0 - p;
+  const double scale = keep == 0 ? 0.0 : 1.0 / keep;
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool)).bernoulli_(keep);
+  at::Tensor output = input.mul(mask).mul_(scale);
+  return {output, mask};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", convolution);
+  m.impl("convolution_backward_overrideable", convolution_backward);
+  m.impl("native_dropout", native_dropout);
+}
+
+// Autocast for neuron runs every op unchanged unless torchneuron/ops registers a cast policy
+// for it (AutocastPrivateUse1 has no fallthrough of its own).
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace torchneuron

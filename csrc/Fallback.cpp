@@ -1,0 +1,202 @@
+// The boxed fallback: every ATen op without a neuron kernel of its own runs as the CPU kernel
+// on CPU aliases of the neuron memory (see CpuAlias.h). It also enforces what the CUDA backend
+// enforces in its generated wrappers: all tensors of one op on one device.
+#include "CpuAlias.h"
+#include "DtypePolicy.h"
+#include "NeuronGenerator.h"
+#include "NeuronGuard.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+
+namespace torchneuron {
+namespace {
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// CUDA accepts CPU index tensors in advanced indexing; so do we.
+bool accepts_cpu_tensors(const c10::OperatorName& name) {
+  static constexpr std::string_view kOps[] = {
+      "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"};
+  for (auto op : kOps) {
+    if (name.name == op) return true;
+  }
+  return false;
+}
+
+// Finds the neuron device an op runs on and rejects tensors from other devices, with the
+// message CUDA's wrappers give ("Expected all tensors to be on the same device ...").
+class DeviceCheck {
+ public:
+  explicit DeviceCheck(const c10::OperatorHandle& op)
+      : op_(op), allow_cpu_(accepts_cpu_tensors(op.operator_name())) {}
+
+  void visit(const at::Tensor& t) {
+    if (!t.defined()) return;
+    const c10::Device d = t.device();
+    if (d.type() == c10::DeviceType::PrivateUse1) {
+      if (device_ < 0) {
+        device_ = d.index();
+      } else if (d.index() != device_) {
+        mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), d);
+      }
+    } else if (d.type() == c10::kCPU) {
+      // Zero-dim CPU tensors are scalars, which CUDA kernels accept too.
+      if (t.dim() != 0 && !allow_cpu_) cpu_tensor_ = true;
+    }
+  }
+
+  void visit_device_arg(const c10::Device& d) {
+    if (d.type() == c10::DeviceType::PrivateUse1 && device_arg_ < 0) {
+      device_arg_ = d.has_index() ? d.index() : current_device();
+    }
+  }
+
+  c10::DeviceIndex finish() {
+    const c10::DeviceIndex device = device_ >= 0 ? device_
+                                    : device_arg_ >= 0 ? device_arg_
+                                                       : current_device();
+    if (cpu_tensor_ && device_ >= 0) {
+      mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), c10::Device(c10::kCPU));
+    }
+    check_device(device);
+    return device;
+  }
+
+ private:
+  [[noreturn]] void mismatch(const c10::Device& a, const c10::Device& b) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", a, " and ", b, "! (in ", op_.operator_name(), ")");
+  }
+
+  const c10::OperatorHandle& op_;
+  bool allow_cpu_;
+  c10::DeviceIndex device_ = -1;
+  c10::DeviceIndex device_arg_ = -1;
+  bool cpu_tensor_ = false;
+};
+
+template <typename Fn>
+void for_each_tensor(const c10::IValue& v, Fn&& fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) fn(e.toTensor());
+    }
+  }
+}
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = type->cast<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+c10::IValue map_tensors(const c10::IValue& v, AliasSession& session, bool to_cpu) {
+  auto map = [&](const at::Tensor& t) {
+    return to_cpu ? (is_neuron(t) ? session.to_cpu(t) : t) : session.to_neuron(t);
+  };
+  if (v.isTensor()) return map(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    const auto in = v.toTensorList();
+    out.reserve(in.size());
+    for (const at::Tensor& t : in) out.push_back(map(t));
+    return out;
+  }
+  if (v.isList()) {
+    const auto in = v.toList();
+    bool has_tensor = false;
+    for (const c10::IValue& e : in) has_tensor = has_tensor || e.isTensor();
+    if (!has_tensor) return v;
+    c10::impl::GenericList out(in.elementType());
+    out.reserve(in.size());
+    for (const c10::IValue& e : in) out.push_back(e.isTensor() ? c10::IValue(map(e.toTensor())) : e);
+    return out;
+  }
+  return v;
+}
+
+void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
+                     torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const std::size_t num_args = arguments.size();
+  const std::size_t begin = stack->size() - num_args;
+
+  DeviceCheck check(op);
+  bool has_float64 = false;
+  for (std::size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[begin + i];
+    if (v.isDevice()) {
+      check.visit_device_arg(v.toDevice());
+    } else {
+      for_each_tensor(v, [&](const at::Tensor& t) {
+        check.visit(t);
+        // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
+        // the op compute in float64 (type promotion keeps the tensor operands' dtype).
+        has_float64 = has_float64 || (is_neuron(t) && is_float64_family(t.scalar_type()) &&
+                                      !t.unsafeGetTensorImpl()->is_wrapped_number());
+      });
+    }
+  }
+  const c10::DeviceIndex device = check.finish();
+  if (has_float64) enforce_float64_policy(op.operator_name());
+
+  AliasSession session(device);
+  std::optional<GeneratorBridge> bridge;
+  for (std::size_t i = 0; i < num_args; ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (v.isDevice()) {
+      if (v.toDevice().type() == c10::DeviceType::PrivateUse1) v = c10::Device(c10::kCPU);
+    } else if (v.isGenerator()) {
+      const at::Generator& gen = v.toGenerator();
+      if (is_neuron_generator(gen)) {
+        bridge.emplace(gen);
+        v = bridge->cpu();
+      }
+    } else if (v.isNone() && is_optional_generator(arguments[i])) {
+      // Random ops on neuron draw from the neuron device's generator, never the CPU's.
+      bridge.emplace(default_generator(device));
+      v = bridge->cpu();
+    } else {
+      v = map_tensors(v, session, /*to_cpu=*/true);
+    }
+  }
+
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } catch (const c10::NotImplementedError& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", op.operator_name(),
+                                "' is not implemented for the neuron device: ",
+                                e.what_without_backtrace());
+  }
+  bridge.reset();
+  session.sync_back();
+
+  const std::size_t num_returns = schema.returns().size();
+  const std::size_t rbegin = stack->size() - num_returns;
+  for (std::size_t i = 0; i < num_returns; ++i) {
+    c10::IValue& v = (*stack)[rbegin + i];
+    v = map_tensors(v, session, /*to_cpu=*/false);
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,75 @@
+// torchneuron._C: the Python face of the core. Python configures the runtime once (profile +
+// environment, see torchneuron/runtime/config.py) and reads the allocator's figures here.
+#include "DtypePolicy.h"
+#include "NeuronAllocator.h"
+#include "NeuronGenerator.h"
+#include "NeuronGuard.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <torch/csrc/utils/pybind.h>
+#include <torch/extension.h>
+
+namespace torchneuron {
+void register_hooks();
+}
+
+namespace {
+
+namespace tn = torchneuron;
+
+py::list memory_snapshot() {
+  py::list out;
+  for (const auto& s : tn::neuron_allocator().snapshot()) {
+    py::dict d;
+    d["device"] = s.device;
+    d["address"] = s.address;
+    d["size"] = s.size;
+    d["requested_size"] = s.requested;
+    d["allocated"] = s.allocated;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torchneuron core: allocator, device guard, hooks, kernels and fallback";
+
+  m.def("_configure", [](int device_count, std::size_t hbm_bytes) {
+    tn::rt::configure(device_count, hbm_bytes);
+    tn::install_kernel_cpu_allocator();
+    tn::register_hooks();
+  });
+  m.def("_is_configured", &tn::rt::configured);
+  m.def("_device_count", &tn::rt::device_count);
+  m.def("_hbm_capacity", &tn::rt::hbm_capacity);
+  m.def("_get_device", [] { return static_cast<int>(tn::current_device()); });
+  m.def("_set_device", [](int d) { tn::set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_check_device", [](int d) { tn::check_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_synchronize", [](int d) {
+    tn::check_device(static_cast<c10::DeviceIndex>(d));
+    tn::rt::synchronize(d);
+  });
+
+  m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); });
+  m.def("_mem_get_info", [](int d) {
+    return tn::neuron_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_set_memory_fraction", [](double fraction, int d) {
+    tn::neuron_allocator().set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_get_memory_fraction", [](int d) {
+    return tn::neuron_allocator().memory_fraction(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_memory_snapshot", &memory_snapshot);
+  m.def("_block_size", [] { return tn::NeuronCachingAllocator::kBlockSize; });
+
+  m.def("_set_float64_policy", [](int policy, const std::vector<std::string>& exempt) {
+    tn::set_float64_policy(static_cast<tn::Float64Policy>(policy), exempt);
+  });
+
+  m.def("_default_generator", [](int d) {
+    return tn::default_generator(static_cast<c10::DeviceIndex>(d));
+  });
+}

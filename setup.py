@@ -1,0 +1,22 @@
+# Builds torchneuron._C against the torch that is already installed (no build isolation):
+# the extension must match that torch's ABI exactly.
+import glob
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
+
+setup(
+    ext_modules=[
+        CppExtension(
+            name="torchneuron._C",
+            sources=sources,
+            include_dirs=[os.path.join(HERE, "csrc")],
+            extra_compile_args=["-O2", "-std=c++17", "-Wno-unused-parameter"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

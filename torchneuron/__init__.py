@@ -1,0 +1,36 @@
+"""torchneuron: the PyTorch device `neuron` for Trainium-class accelerators.
+
+Importing this package registers everything, top to bottom, in the order below. PyTorch imports
+it by itself at `import torch` through the `torch.backends` entry point (see pyproject.toml).
+"""
+
+import torch
+
+from . import _C
+from .runtime import config as _config
+
+# 1. The runtime: how many devices and how much HBM each, from the profile and the environment.
+_CONFIG = _config.load()
+_C._configure(_CONFIG.device_count, _CONFIG.hbm_bytes_per_device)
+
+# 2. The name: PrivateUse1 is called "neuron" everywhere (torch.device, profiler, serialization).
+torch.utils.rename_privateuse1_backend("neuron")
+
+# 3. `torch.neuron`, the device module shaped like `torch.cuda`.
+from . import device as _device_module  # noqa: E402
+
+torch._register_device_module("neuron", _device_module)
+
+# 4. Tensor.neuron() / .is_neuron, Module.neuron(), Storage.neuron() / .is_neuron.
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
+)
+
+# 5. Op policies: what float64 does on a device without float64 arithmetic.
+from .ops import dtype_policy as _dtype_policy  # noqa: E402
+
+_dtype_policy.apply(_CONFIG.float64_policy)
+
+
+def _autoload() -> None:
+    """Entry point PyTorch calls at `import torch`; importing this module did the work."""

@@ -1,0 +1,28 @@
+"""The one place op lists live. Each list says why its members belong to it."""
+
+# Ops that only move, fill, view or compare bits: they run on float64 (and complex128) tensors
+# under every float64 policy, because storing float64 on the device is fine; only arithmetic is
+# missing on Trainium.
+FLOAT64_DATA_MOVEMENT_OPS = (
+    "aten::fill_", "aten::zero_", "aten::clone", "aten::contiguous", "aten::copy_",
+    "aten::_to_copy", "aten::cat", "aten::stack", "aten::index", "aten::index_select",
+    "aten::gather", "aten::scatter", "aten::scatter_", "aten::index_put", "aten::index_put_",
+    "aten::_index_put_impl_", "aten::masked_fill", "aten::masked_fill_", "aten::masked_select",
+    "aten::masked_scatter_", "aten::where", "aten::flip", "aten::roll", "aten::repeat",
+    "aten::unfold", "aten::view_as_real", "aten::view_as_complex", "aten::_conj",
+    "aten::resolve_conj", "aten::resolve_neg", "aten::_neg_view", "aten::constant_pad_nd",
+    "aten::eq", "aten::ne", "aten::equal", "aten::isnan", "aten::isinf", "aten::isfinite",
+    "aten::nonzero", "aten::_unsafe_view", "aten::unbind", "aten::split", "aten::split_with_sizes",
+    "aten::narrow_copy", "aten::tril", "aten::triu", "aten::diagonal_scatter",
+    "aten::slice_scatter", "aten::select_scatter", "aten::as_strided_scatter",
+    "aten::_local_scalar_dense", "aten::set_", "aten::lift_fresh_copy", "aten::detach",
+    "aten::alias", "aten::permute", "aten::expand", "aten::t", "aten::transpose",
+    "aten::view", "aten::reshape", "aten::squeeze", "aten::unsqueeze", "aten::select",
+    "aten::slice", "aten::diagonal", "aten::as_strided", "aten::_reshape_alias",
+    "aten::empty_like", "aten::zeros_like", "aten::ones_like", "aten::full_like",
+    "aten::new_empty", "aten::new_zeros", "aten::new_ones", "aten::new_full",
+    "aten::empty_strided", "aten::empty", "aten::zeros", "aten::ones", "aten::full",
+    "aten::complex", "aten::real", "aten::imag", "aten::sort", "aten::argsort",
+    "aten::unique_consecutive", "aten::_unique2", "aten::topk", "aten::max", "aten::min",
+    "aten::amax", "aten::amin", "aten::argmax", "aten::argmin", "aten::maximum", "aten::minimum",
+)

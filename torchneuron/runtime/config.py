@@ -1,0 +1,102 @@
+"""Configuration from the environment. This is the only module that reads environment variables;
+each one is listed in the README.
+
+  NEURON_PROFILE             device generation: trn2 (default) or trn3
+  NEURON_LOGICAL_NC_CONFIG   physical NeuronCores per device (LNC): 1 or 2 (default: profile's)
+  NEURON_RT_VISIBLE_CORES    logical cores this process sees, e.g. "0-3" or "0,2"
+                             (default: all cores of one chip)
+  NEURON_HBM_BYTES           HBM capacity per device, e.g. 8GiB, 512MiB or 1073741824
+                             (default: the profile's)
+  NEURON_FLOAT64             float64 arithmetic: error (default) or allow
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from .profiles import DEFAULT_PROFILE, PROFILES, ChipProfile
+
+_UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+FLOAT64_POLICIES = ("error", "allow")
+
+
+class ConfigError(ValueError):
+    """An environment variable holds a value torchneuron cannot use."""
+
+
+@dataclass(frozen=True)
+class Config:
+    profile: ChipProfile
+    logical_nc_config: int
+    visible_cores: tuple[int, ...]
+    hbm_bytes_per_device: int
+    float64_policy: str
+
+    @property
+    def device_count(self) -> int:
+        return len(self.visible_cores)
+
+
+def _bad(var: str, value: str, accepted: str) -> ConfigError:
+    return ConfigError(f"{var}={value!r} is not valid; accepted values: {accepted}")
+
+
+def parse_bytes(var: str, value: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", value)
+    if not m or m.group(2).upper() not in _UNITS:
+        raise _bad(var, value, "a byte count such as 1073741824, 512MiB or 8GiB")
+    n = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if n <= 0:
+        raise _bad(var, value, "a positive byte count")
+    return n
+
+
+def parse_cores(var: str, value: str, limit: int) -> tuple[int, ...]:
+    cores: list[int] = []
+    accepted = f"core indices in [0, {limit - 1}] as a list or ranges, e.g. '0-3' or '0,2'"
+    for part in value.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not m:
+            raise _bad(var, value, accepted)
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo or hi >= limit:
+            raise _bad(var, value, accepted)
+        cores.extend(range(lo, hi + 1))
+    if len(set(cores)) != len(cores):
+        raise _bad(var, value, accepted + " (each core once)")
+    return tuple(cores)
+
+
+def load(environ: os._Environ | dict | None = None) -> Config:
+    env = os.environ if environ is None else environ
+    name = env.get("NEURON_PROFILE", DEFAULT_PROFILE)
+    if name not in PROFILES:
+        raise _bad("NEURON_PROFILE", name, ", ".join(sorted(PROFILES)))
+    profile = PROFILES[name]
+
+    lnc_text = env.get("NEURON_LOGICAL_NC_CONFIG", str(profile.default_logical_nc_config))
+    if lnc_text.strip() not in ("1", "2"):
+        raise _bad("NEURON_LOGICAL_NC_CONFIG", lnc_text, "1, 2")
+    lnc = int(lnc_text)
+
+    per_chip = profile.logical_cores_per_chip(lnc)
+    if "NEURON_RT_VISIBLE_CORES" in env:
+        cores = parse_cores("NEURON_RT_VISIBLE_CORES", env["NEURON_RT_VISIBLE_CORES"],
+                            per_chip * profile.max_chips)
+    else:
+        cores = tuple(range(per_chip))
+
+    if "NEURON_HBM_BYTES" in env:
+        hbm = parse_bytes("NEURON_HBM_BYTES", env["NEURON_HBM_BYTES"])
+    else:
+        hbm = profile.hbm_bytes_per_device(lnc)
+
+    f64 = env.get("NEURON_FLOAT64", "error").strip().lower()
+    if f64 not in FLOAT64_POLICIES:
+        raise _bad("NEURON_FLOAT64", env["NEURON_FLOAT64"], ", ".join(FLOAT64_POLICIES))
+
+    return Config(profile, lnc, cores, hbm, f64)
