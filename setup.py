@@ -9,6 +9,11 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 HERE = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))
 
+# `make` builds the extension in place with `setup.py build_ext --inplace` (ninja keeps it
+# incremental) and installs the package metadata separately with TORCHNEURON_BUILD_EXT=0, because
+# an editable pip install compiles from scratch in a throwaway directory every time.
+BUILD_EXT = os.environ.get("TORCHNEURON_BUILD_EXT", "1") != "0"
+
 setup(
     ext_modules=[
         CppExtension(
@@ -17,6 +22,8 @@ setup(
             include_dirs=[os.path.join(HERE, "csrc")],
             extra_compile_args=["-O2", "-std=c++17", "-Wno-unused-parameter"],
         )
-    ],
+    ]
+    if BUILD_EXT
+    else [],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
 )

@@ -1,0 +1,46 @@
+# Everything a fresh machine needs, cached: `make demo` and `make test` are the two entry points.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
+
+.PHONY: setup demo test test-slow compat-ops compat-models bench clean
+
+setup: $(VENV)/.ext
+
+# Pinned dependencies; torch==2.13.0 comes from the local CPU wheel.
+$(VENV)/.deps: requirements.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.txt
+	touch $@
+
+# Package metadata (the torch.backends entry point, the `torchneuron` command), no compiling.
+$(VENV)/.installed: $(VENV)/.deps pyproject.toml
+	TORCHNEURON_BUILD_EXT=0 $(BIN)/pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+# torchneuron._C against the installed torch, in place; ninja rebuilds only what changed.
+$(VENV)/.ext: $(VENV)/.installed $(EXT_SOURCES)
+	flock /tmp/torchneuron-build.lock $(BIN)/python setup.py -q build_ext --inplace
+	touch $@
+
+demo: setup
+	$(BIN)/python -m demo.train_gpt
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+compat-ops: setup
+	$(BIN)/torchneuron compat ops
+
+compat-models: setup
+	$(BIN)/torchneuron compat models
+
+bench: setup
+	$(BIN)/python benchmarks/eager_overhead.py
+
+clean:
+	rm -rf build $(VENV) torchneuron/_C*.so

@@ -1,0 +1,33 @@
+"""`torchneuron compat ops|models`: the batteries' command line. Each battery module provides
+`add_arguments(parser)` and `run(args) -> exit code`; they are imported only when chosen."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BATTERIES = {
+    "ops": ("torchneuron.compat.ops", "every OpInfo in PyTorch's op database, neuron vs CPU"),
+    "models": ("torchneuron.compat.models", "Hugging Face architectures, neuron vs CPU"),
+}
+
+
+def _lazy_run(module: str):
+    def run(args: argparse.Namespace) -> int:
+        return importlib.import_module(module).run(args)
+
+    return run
+
+
+def add_subcommand(subparsers) -> None:
+    compat = subparsers.add_parser("compat", help="run a compatibility battery")
+    batteries = compat.add_subparsers(dest="battery", required=True)
+    for name, (module, help_text) in BATTERIES.items():
+        p = batteries.add_parser(name, help=help_text)
+        p.add_argument("--out", default="reports", help="folder for the JSON/Markdown report")
+        try:
+            importlib.import_module(module).add_arguments(p)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+        p.set_defaults(run=_lazy_run(module))
