@@ -31,6 +31,33 @@ py::list memory_snapshot() {
   return out;
 }
 
+// A CPU tensor over a neuron tensor's memory (same storage bytes, sizes, strides, offset) that
+// holds a reference to the neuron storage, so that it stays valid after the caller drops the
+// neuron tensor: what torchneuron.distributed hands to gloo, which may still be working on it
+// on its own threads after an async collective returns.
+at::Tensor cpu_alias(const at::Tensor& neuron) {
+  TORCH_CHECK(neuron.defined() && neuron.device().type() == c10::DeviceType::PrivateUse1,
+              "_cpu_alias expects a neuron tensor, got ",
+              neuron.defined() ? neuron.device().str() : std::string("an undefined tensor"));
+  TORCH_CHECK(neuron.layout() == c10::kStrided && neuron.has_storage(),
+              "_cpu_alias supports strided tensors only, got layout ", neuron.layout());
+  const c10::Storage& storage = neuron.storage();
+  auto* owner = new c10::Storage(storage);
+  c10::DataPtr data(
+      const_cast<void*>(storage.data()), owner,
+      [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::kCPU));
+  c10::Storage cpu_storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(data),
+      /*allocator=*/nullptr, /*resizable=*/false));
+  auto cpu = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(cpu_storage), c10::DispatchKeySet(c10::DispatchKey::CPU), neuron.dtype());
+  cpu.unsafeGetTensorImpl()->set_sizes_and_strides(
+      neuron.sizes(), neuron.strides(), neuron.storage_offset());
+  if (neuron.is_conj()) cpu._set_conj(true);
+  if (neuron.is_neg()) cpu._set_neg(true);
+  return cpu;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -68,6 +95,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_float64_policy", [](int policy, const std::vector<std::string>& exempt) {
     tn::set_float64_policy(static_cast<tn::Float64Policy>(policy), exempt);
   });
+
+  m.def("_cpu_alias", &cpu_alias);
 
   m.def("_default_generator", [](int d) {
     return tn::default_generator(static_cast<c10::DeviceIndex>(d));
