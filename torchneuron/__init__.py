@@ -4,9 +4,16 @@ Importing this package registers everything, top to bottom, in the order below. 
 it by itself at `import torch` through the `torch.backends` entry point (see pyproject.toml).
 """
 
-import torch
 
-from . import _C
+def _autoload() -> None:
+    """Entry point PyTorch calls at `import torch`; importing this module did the work."""
+
+
+# Defined before `import torch`: when a program imports torchneuron first, torch's own import
+# calls the entry point on this partially initialized module.
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402
 from .runtime import config as _config
 
 # 1. The runtime: how many devices and how much HBM each, from the profile and the environment.
@@ -31,6 +38,3 @@ from .ops import dtype_policy as _dtype_policy  # noqa: E402
 
 _dtype_policy.apply(_CONFIG.float64_policy)
 
-
-def _autoload() -> None:
-    """Entry point PyTorch calls at `import torch`; importing this module did the work."""
