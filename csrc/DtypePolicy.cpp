@@ -36,7 +36,7 @@ void enforce_float64_policy(const c10::OperatorName& op) {
     exempt = g_exempt;
   }
   if (exempt->count(op.name) != 0) return;
-  TORCH_CHECK_TYPE(false, "neuron: ", op, " got a float64 (or complex128) tensor, and Trainium "
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: ", op, " got a float64 (or complex128) tensor, and Trainium "
                    "has no float64 arithmetic. Use float32, or set NEURON_FLOAT64=allow to "
                    "compute in float64 as the CPU does.");
 }

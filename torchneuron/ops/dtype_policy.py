@@ -1,5 +1,5 @@
 """The float64 policy (NEURON_FLOAT64). Trainium has no float64 arithmetic, so by default a
-neuron op that would compute in float64 (or complex128) raises a TypeError naming the op and the
+neuron op that would compute in float64 (or complex128) raises NotImplementedError naming the op and the
 dtype; `allow` computes as the CPU does. Ops that only move bits are always allowed
 (op_lists.FLOAT64_DATA_MOVEMENT_OPS)."""
 
