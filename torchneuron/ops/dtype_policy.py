@@ -38,20 +38,19 @@ def float64_policy(policy: str):
         apply(previous)
 
 
-def _format_neuron_tensors_in_float32() -> None:
-    """`print(tensor)` computes its layout in float64, except on devices PyTorch knows lack it
-    (MPS, some XPUs). Treat neuron the same, so printing never trips the float64 policy."""
-    import torch
+def _format_neuron_tensors_from_a_host_copy() -> None:
+    """`print(tensor)` works out its layout with arithmetic on the tensor itself, in float64
+    except on devices PyTorch knows lack it (MPS, some XPUs). Formatting a neuron tensor from a
+    host copy gives the same text (printing reads every element back to the host anyway) and
+    never trips the float64 policy."""
     import torch._tensor_str as tensor_str
 
-    to_type = tensor_str.tensor_totype
+    format_data = tensor_str._tensor_str
 
-    def tensor_totype(t: torch.Tensor) -> torch.Tensor:
-        if t.device.type == "neuron":
-            return t.to(dtype=torch.float)
-        return to_type(t)
+    def _tensor_str(self, indent):
+        return format_data(self.cpu() if self.device.type == "neuron" else self, indent)
 
-    tensor_str.tensor_totype = tensor_totype
+    tensor_str._tensor_str = _tensor_str
 
 
-_format_neuron_tensors_in_float32()
+_format_neuron_tensors_from_a_host_copy()

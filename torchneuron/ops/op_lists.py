@@ -1,6 +1,6 @@
 """The one place op lists live. Each list says why its members belong to it."""
 
-# Ops that only move, fill, view or compare bits (abs and neg only touch the sign bit): they run on float64 (and complex128) tensors
+# Ops that only move, fill, view or compare bits: they run on float64 (and complex128) tensors
 # under every float64 policy, because storing float64 on the device is fine; only arithmetic is
 # missing on Trainium.
 FLOAT64_DATA_MOVEMENT_OPS = (
@@ -25,5 +25,4 @@ FLOAT64_DATA_MOVEMENT_OPS = (
     "aten::complex", "aten::real", "aten::imag", "aten::sort", "aten::argsort",
     "aten::unique_consecutive", "aten::_unique2", "aten::topk", "aten::max", "aten::min",
     "aten::amax", "aten::amin", "aten::argmax", "aten::argmin", "aten::maximum", "aten::minimum",
-    "aten::abs", "aten::neg",
 )
