@@ -38,3 +38,9 @@ from .ops import dtype_policy as _dtype_policy  # noqa: E402
 
 _dtype_policy.apply(_CONFIG.float64_policy)
 
+# 7. torch.distributed: the c10d backend `neuron` (gloo on zero-copy CPU aliases), also the
+#    default backend for the device, so init_process_group() picks it.
+from . import distributed as _distributed  # noqa: E402
+
+_distributed.register()
+

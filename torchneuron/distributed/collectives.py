@@ -1,0 +1,140 @@
+"""How c10d collectives run on neuron tensors: PyTorch routes every `c10d::*` op whose tensors are
+on neuron to its PrivateUse1 kernel. We replace those kernels with one that checks the tensors'
+device, swaps each neuron tensor for a CPU alias of the same memory (no copy: neuron memory is
+host memory on the software NeuronCore) and calls the same op again, which now runs gloo's CPU
+implementation on the group's gloo backend. Outputs land directly in the neuron tensors.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .. import _C
+
+# The c10d ops with a PrivateUse1 kernel in PyTorch (torch/csrc/distributed/c10d/Ops.cpp), and
+# the position of the first tensor argument of each one, to find the group right after it.
+# monitored_barrier_ has no device kernel at all: it always runs on CPU.
+C10D_OPS = (
+    "allreduce_", "allreduce_coalesced_", "broadcast_", "reduce_", "allgather_",
+    "_allgather_base_", "allgather_coalesced_", "allgather_into_tensor_coalesced_",
+    "reduce_scatter_", "_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_",
+    "alltoall_", "alltoall_base_", "gather_", "scatter_", "send", "recv_", "recv_any_source_",
+    "barrier",
+)
+
+_lock = threading.Lock()
+# Which neuron device this process communicates on: one process, one device, as with NCCL. Set
+# by the first collective (or by a group's `device_id`), checked by every later one.
+_process_device: int | None = None
+
+
+class _Aliases:
+    """Replaces neuron tensors, also inside (nested) lists, by CPU aliases; records devices."""
+
+    def __init__(self) -> None:
+        self.neuron_devices: set[int] = set()
+        self.has_cpu = False
+
+    def convert(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.device.type == "neuron":
+                self.neuron_devices.add(value.device.index)
+                return _C._cpu_alias(value)
+            if value.device.type == "cpu":
+                self.has_cpu = True
+            return value
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.convert(v) for v in value)
+        return value
+
+
+def _group_of(args: tuple) -> dist.ProcessGroup | None:
+    for a in args:
+        if isinstance(a, torch.ScriptObject):
+            return dist.ProcessGroup.unbox(a)
+    return None
+
+
+def _check_device(op_name: str, group: dist.ProcessGroup, aliases: _Aliases) -> None:
+    """One device per collective and per process; it is the error NCCL would give a hang for."""
+    global _process_device
+    where = f"c10d::{op_name} on rank {dist.get_rank()}" if dist.is_initialized() else op_name
+    if aliases.has_cpu:
+        raise RuntimeError(
+            f"{where}: Expected all tensors to be on the same device, but found neuron and cpu "
+            "tensors in one collective of the neuron backend")
+    if len(aliases.neuron_devices) > 1:
+        found = ", ".join(f"neuron:{i}" for i in sorted(aliases.neuron_devices))
+        raise RuntimeError(f"{where}: Expected all tensors to be on the same device, but found "
+                           f"{found}")
+    (index,) = aliases.neuron_devices
+    bound = group.bound_device_id
+    if bound is not None and bound.type == "neuron" and bound.index is not None:
+        expected, why = bound.index, "init_process_group(device_id=...)"
+    else:
+        with _lock:
+            if _process_device is None:
+                _process_device = index
+        expected, why = _process_device, "the device of its first collective"
+    if index != expected:
+        raise RuntimeError(
+            f"{where}: got a tensor on neuron:{index}, but this rank communicates on "
+            f"neuron:{expected} ({why}). Each process uses one neuron device: call "
+            "torch.neuron.set_device(local_rank) and put the tensors on it.")
+
+
+def _ensure_cpu_backend(group: dist.ProcessGroup) -> None:
+    """A group made for neuron alone (init_process_group() with no backend named) has no CPU
+    entry, but the CPU aliases dispatch to the CPU one: give it the same gloo backend. Its default
+    backend type is then gloo, which is what PyTorch already assumed for such a group."""
+    cpu = torch.device("cpu")
+    if cpu in group._device_types:
+        return
+    with _lock:
+        if cpu not in group._device_types:
+            backend = group._get_backend(torch.device("neuron"))
+            group._register_backend(cpu, dist.ProcessGroup.BackendType.GLOO, backend)
+
+
+def _kernel(op_name: str):
+    op = getattr(torch.ops.c10d, op_name).default
+
+    def run_on_cpu_aliases(*args):
+        aliases = _Aliases()
+        cpu_args = tuple(aliases.convert(a) for a in args)
+        group = _group_of(args)
+        _check_device(op_name, group, aliases)
+        _ensure_cpu_backend(group)
+        result = op(*cpu_args)
+        # Every op with tensors in its result returns its first argument, updated in place:
+        # hand back the caller's neuron tensors rather than their aliases.
+        if isinstance(result, tuple):
+            return (args[0], *result[1:])
+        return result
+
+    run_on_cpu_aliases.__name__ = f"neuron_{op_name}"
+    return run_on_cpu_aliases
+
+
+_library: torch.library.Library | None = None
+
+
+def register_kernels() -> None:
+    """Installs the PrivateUse1 kernels of the c10d ops (once per process)."""
+    global _library
+    if _library is not None:
+        return
+    lib = torch.library.Library("c10d", "IMPL")
+    with warnings.catch_warnings():
+        # PyTorch's own PrivateUse1 kernels only look up a backend registered for the device;
+        # replacing them is the point, so the "overriding a kernel" warning says nothing new.
+        warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel")
+        warnings.filterwarnings("ignore", message=".*Warning only once for all operators")
+        for name in C10D_OPS:
+            lib.impl(name, _kernel(name), "PrivateUse1")
+    _library = lib
