@@ -38,6 +38,12 @@ from .ops import dtype_policy as _dtype_policy  # noqa: E402
 
 _dtype_policy.apply(_CONFIG.float64_policy)
 
+# 6. torch.compile: the Dynamo backend `neuron` (a `torch_dynamo_backends` entry point) and
+#    Inductor's C++ kernel generation for neuron tensors, registered when a compile first asks.
+from . import compile as _compile  # noqa: E402
+
+_compile.install_inductor_hooks(_device_module)
+
 # 7. torch.distributed: the c10d backend `neuron` (gloo on zero-copy CPU aliases), also the
 #    default backend for the device, so init_process_group() picks it.
 from . import distributed as _distributed  # noqa: E402

@@ -1,0 +1,76 @@
+"""The Dynamo backend `neuron`: `torch.compile(model, backend="neuron")`.
+
+It is Inductor with neuron's kernel generation (inductor.py), plus what the compile modes mean
+on neuron. Kernels on the software NeuronCore are synchronous host calls, so there are no device
+graphs to capture (the "cudagraphs" part of reduce-overhead and max-autotune), and Inductor's
+GEMM templates are generated for CPU tensors only; those parts are dropped with one warning."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable, Sequence
+
+import torch
+from torch._inductor import config as inductor_config
+from torch._inductor import list_mode_options
+from torch._inductor.compile_fx import compile_fx
+
+from . import inductor
+
+# What each mode keeps and loses on neuron: the option Inductor would set, and why it is dropped.
+_DROPPED_OPTIONS = {
+    "triton.cudagraphs": "neuron has no device graphs (kernel launches are synchronous host "
+                         "calls, so there is no launch overhead to capture)",
+}
+_MODE_NOTES = {
+    "max-autotune": "Inductor's C++ GEMM templates are generated for CPU tensors only, so "
+                    "matmuls and convolutions keep their ATen kernels",
+    "max-autotune-no-cudagraphs": "Inductor's C++ GEMM templates are generated for CPU tensors "
+                                  "only, so matmuls and convolutions keep their ATen kernels",
+}
+_warned_modes: set[str] = set()
+
+
+def _warn_once(mode: str, reasons: list[str]) -> None:
+    if mode in _warned_modes or not reasons:
+        return
+    _warned_modes.add(mode)
+    warnings.warn(f"torch.compile(mode={mode!r}) on neuron: " + "; ".join(reasons) + ". The "
+                  "graph is still compiled to fused neuron kernels.", UserWarning, stacklevel=3)
+
+
+def config_for(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
+    """Inductor config patches for `mode` and `options` on neuron (raises on unknown ones)."""
+    patches: dict[str, Any] = {}
+    reasons: list[str] = []
+    if mode is not None and mode != "default":
+        known = list_mode_options()
+        if mode not in known:
+            raise ValueError(f"torch.compile(backend='neuron'): unknown mode {mode!r}; "
+                             f"expected one of {', '.join(known)}")
+        for key, value in known[mode].items():
+            if key in _DROPPED_OPTIONS and value:
+                reasons.append(_DROPPED_OPTIONS[key])
+            else:
+                patches[key] = value
+        if mode in _MODE_NOTES:
+            reasons.append(_MODE_NOTES[mode])
+        _warn_once(mode, reasons)
+    known_options = inductor_config.get_config_copy()
+    for key, value in (options or {}).items():
+        name = key.replace("-", "_")
+        if name not in known_options:
+            raise ValueError(f"torch.compile(backend='neuron'): unknown option {key!r} "
+                             "(options are Inductor's, see torch._inductor.list_options())")
+        if name in _DROPPED_OPTIONS and value:
+            _warn_once(f"options[{key!r}]", [_DROPPED_OPTIONS[name]])
+            continue
+        patches[name] = value
+    return patches
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                   mode: str | None = None, options: dict[str, Any] | None = None) -> Callable:
+    """Dynamo backend: compile the captured graph with Inductor into neuron kernels."""
+    inductor.register()
+    return compile_fx(gm, example_inputs, config_patches=config_for(mode, options))

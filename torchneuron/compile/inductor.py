@@ -1,0 +1,93 @@
+"""Inductor code generation for neuron: the CPU C++ kernel generator, pointed at neuron memory.
+
+The software NeuronCore runs kernels as CPU code on device memory, which lives in host RAM, so
+the kernels Inductor generates for the CPU are the neuron device's kernels: they receive the raw
+pointers of neuron tensors. What differs from the CPU is the host-side wrapper: it allocates its
+buffers with `empty_strided(..., device='neuron')` and calls the C++ kernels for a device Inductor
+does not know. Four registrations make Inductor target neuron (see `register`)."""
+
+from __future__ import annotations
+
+import functools
+
+from torch._dynamo.device_interface import register_interface_for_device
+from torch._inductor.codegen.common import register_backend_for_device, \
+    register_device_op_overrides
+from torch._inductor.codegen.cpp import CppScheduling
+from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+from torch._inductor.virtualized import V
+
+from . import inductor_cpu_paths
+from .device_interface import NeuronInterface
+
+DEVICE = "neuron"
+
+
+class _NeuronKernelCalls:
+    """Emits neuron kernel launches as plain calls of the compiled C++ kernel: the software
+    NeuronCore finishes a kernel before the call returns, so there is no stream to pass."""
+
+    def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True,
+                                     **kwargs):
+        device = device or V.graph.get_current_device_or_throw()
+        if device.type == DEVICE and not triton:
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device,
+                                             triton=triton, **kwargs)
+
+
+class NeuronSubgraphWrapperCodegen(_NeuronKernelCalls, SubgraphPythonWrapperCodegen):
+    """Wrapper of a subgraph (the body of cond/while_loop/invoke_subgraph)."""
+
+
+class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
+    """The Python wrapper: allocates buffers on neuron and calls the fused C++ kernels."""
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        if is_subgraph:
+            return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper,
+                                                partition_signatures)
+        return NeuronWrapperCodegen()
+
+
+class NeuronCppWrapperCodegen(CppWrapperCpu):
+    """`cpp_wrapper=True`: the wrapper itself in C++, allocating through the AOTI shim, which
+    creates tensors on the PrivateUse1 device like any other."""
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        return NeuronCppWrapperCodegen()
+
+
+class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
+    """What the wrapper writes for device housekeeping. Kernels are synchronous (no streams to
+    fetch or sync), but the current device is real and switches with the tensors' index."""
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.neuron.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.neuron.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.neuron.device({device_idx})"
+
+
+@functools.cache
+def register() -> None:
+    """Teach Inductor and Dynamo the neuron device (idempotent)."""
+    # 1. Kernels: Inductor's C++ (OpenMP + ATen vectorized) scheduling, for neuron tensors.
+    register_backend_for_device(DEVICE, CppScheduling, NeuronWrapperCodegen,
+                                NeuronCppWrapperCodegen, WrapperFxCodegen)
+    # 2. Runtime queries the compiler makes (device count, streams, properties).
+    register_interface_for_device(DEVICE, NeuronInterface)
+    # 3. Device housekeeping lines in the generated wrapper.
+    register_device_op_overrides(DEVICE, NeuronDeviceOpOverrides())
+    # 4. The wrapper codegen that calls CPU kernels for neuron is NeuronWrapperCodegen above.
+    # Where Inductor tests for "cpu" to pick the C++ backend's code paths, neuron goes along.
+    inductor_cpu_paths.install(DEVICE)
