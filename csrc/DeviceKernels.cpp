@@ -5,6 +5,7 @@
 #include "CpuAlias.h"
 
 #include <ATen/Functions.h>
+#include <ATen/native/transformers/attention.h>
 #include <torch/library.h>
 
 namespace torchneuron {
@@ -56,18 +57,33 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   return {output, mask};
 }
 
+// scaled_dot_product_attention asks this stub which fused kernel to use. Without it neuron
+// would take the slow unfused math path; with it, it picks what the CPU picks for the same
+// inputs, and the chosen kernel (e.g. _scaled_dot_product_flash_attention_for_cpu) runs through
+// the fallback, so results are the CPU's bit for bit.
+int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                         const std::optional<at::Tensor>& attn_mask, double dropout_p,
+                         bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  AliasSession s(query.device().index());
+  std::optional<at::Tensor> mask_cpu;
+  if (attn_mask.has_value() && attn_mask->defined()) mask_cpu = s.to_cpu(*attn_mask);
+  return at::_fused_sdp_choice(s.to_cpu(query), s.to_cpu(key), s.to_cpu(value), mask_cpu,
+                               dropout_p, is_causal, scale, enable_gqa);
+}
+
 }  // namespace
+}  // namespace torchneuron
+
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torchneuron::fused_sdp_choice)
+}  // namespace at::native
+
+namespace torchneuron {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
   m.impl("native_dropout", native_dropout);
-}
-
-// Autocast for neuron runs every op unchanged unless torchneuron/ops registers a cast policy
-// for it (AutocastPrivateUse1 has no fallthrough of its own).
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace torchneuron

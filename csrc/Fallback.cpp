@@ -178,9 +178,12 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   } catch (const c10::NotImplementedError& e) {
+    // "Could not run ... with arguments from the 'CPU' backend" means there is no CPU kernel
+    // to run on neuron memory; other NotImplementedErrors (a dtype a kernel lacks) pass as is.
+    if (std::string_view(e.what_without_backtrace()).rfind("Could not run", 0) != 0) throw;
     TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", op.operator_name(),
-                                "' is not implemented for the neuron device: ",
-                                e.what_without_backtrace());
+                                "' is not implemented for the neuron device (PyTorch has no "
+                                "CPU kernel for it to run on neuron memory).");
   }
   bridge.reset();
   session.sync_back();

@@ -125,9 +125,14 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(session.to_cpu(self));
 }
 
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  neuron_allocator().recordStream(self.storage().data_ptr(), stream);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", record_stream);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", as_strided);
