@@ -1,0 +1,357 @@
+"""Every c10d collective on neuron tensors, over 2 processes of the `neuron` backend. Each check
+runs the collective twice on the same group, once on neuron tensors and once on CPU tensors
+(gloo itself), and compares the two results, and both with the value the collective must give."""
+
+import pytest
+import torch
+import torch.distributed as dist
+from dist_world import World
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64]
+
+
+@pytest.fixture(scope="module")
+def world():
+    with World(2) as w:
+        yield w
+
+
+def _on_both(body, *args):
+    """body(device, *args) on neuron and on CPU; results as CPU tensors, neuron first."""
+    out = []
+    for device in (f"neuron:{torch.neuron.current_device()}", "cpu"):
+        result = body(torch.device(device), *args)
+        out.append(tuple(t.cpu() for t in result))
+    return out
+
+
+def _close(results, expected=None):
+    for neuron, cpu in results:
+        for n, c in zip(neuron, cpu):
+            torch.testing.assert_close(n, c, rtol=0, atol=0)
+        if expected is not None:
+            for n, e in zip(neuron, expected):
+                torch.testing.assert_close(n, e)
+
+
+# ------------------------------------------------------------------------------------- bodies
+# Each runs on every rank and returns the tensors it produced.
+
+def _rank_tensor(device, shape=(4, 3), dtype=torch.float32):
+    r = dist.get_rank()
+    return (torch.arange(12, dtype=torch.float32).reshape(shape) + 10 * r + 1).to(dtype).to(device)
+
+
+def all_reduce_body(device, op, dtype):
+    t = _rank_tensor(device, dtype=dtype)
+    dist.all_reduce(t, op=op)
+    return (t,)
+
+
+def all_reduce_async_body(device):
+    t = _rank_tensor(device)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    return (t, torch.tensor(work.is_completed()))
+
+
+def broadcast_body(device):
+    t = _rank_tensor(device)
+    dist.broadcast(t, src=1)
+    return (t,)
+
+
+def reduce_body(device):
+    t = _rank_tensor(device)
+    dist.reduce(t, dst=1, op=dist.ReduceOp.MAX)
+    return (t,) if dist.get_rank() == 1 else ()
+
+
+def all_gather_body(device):
+    t = _rank_tensor(device)
+    outs = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(outs, t)
+    return tuple(outs)
+
+
+def all_gather_into_tensor_body(device):
+    t = _rank_tensor(device)
+    out = torch.empty(2 * t.shape[0], *t.shape[1:], device=device)
+    dist.all_gather_into_tensor(out, t)
+    return (out,)
+
+
+def reduce_scatter_body(device):
+    r = dist.get_rank()
+    inputs = [torch.full((3,), float(10 * r + i), device=device) for i in range(2)]
+    out = torch.empty(3, device=device)
+    dist.reduce_scatter(out, inputs)
+    return (out,)
+
+
+def reduce_scatter_tensor_body(device):
+    t = _rank_tensor(device)
+    out = torch.empty(2, 3, device=device)
+    dist.reduce_scatter_tensor(out, t)
+    return (out,)
+
+
+def all_to_all_body(device):
+    r = dist.get_rank()
+    inputs = [torch.full((3,), float(10 * r + i), device=device) for i in range(2)]
+    outs = [torch.empty(3, device=device) for _ in range(2)]
+    dist.all_to_all(outs, inputs)
+    return tuple(outs)
+
+
+def all_to_all_single_uneven_body(device):
+    # rank 0 sends 1 element to rank 0 and 3 to rank 1; rank 1 sends 2 and 1.
+    r = dist.get_rank()
+    in_splits = [[1, 3], [2, 1]][r]
+    out_splits = [[1, 2], [3, 1]][r]
+    inp = torch.arange(sum(in_splits), dtype=torch.float32, device=device) + 100 * r
+    out = torch.empty(sum(out_splits), device=device)
+    dist.all_to_all_single(out, inp, out_splits, in_splits)
+    return (out,)
+
+
+def gather_body(device):
+    t = _rank_tensor(device)
+    if dist.get_rank() == 0:
+        outs = [torch.empty_like(t) for _ in range(2)]
+        dist.gather(t, outs, dst=0)
+        return tuple(outs)
+    dist.gather(t, dst=0)
+    return ()
+
+
+def scatter_body(device):
+    out = torch.empty(4, 3, device=device)
+    if dist.get_rank() == 1:
+        dist.scatter(out, [_rank_tensor(device) * (i + 2) for i in range(2)], src=1)
+    else:
+        dist.scatter(out, src=1)
+    return (out,)
+
+
+def send_recv_body(device):
+    r = dist.get_rank()
+    if r == 0:
+        dist.send(_rank_tensor(device), dst=1)
+        return ()
+    t = torch.empty(4, 3, device=device)
+    dist.recv(t, src=0)
+    return (t,)
+
+
+def isend_irecv_body(device):
+    r = dist.get_rank()
+    peer = 1 - r
+    out = torch.empty(4, 3, device=device)
+    reqs = [dist.isend(_rank_tensor(device), dst=peer), dist.irecv(out, src=peer)]
+    for req in reqs:
+        req.wait()
+    return (out,)
+
+
+def batch_isend_irecv_body(device):
+    r = dist.get_rank()
+    peer = 1 - r
+    a, b = torch.empty(4, 3, device=device), torch.empty(2, device=device)
+    ops = [dist.P2POp(dist.isend, _rank_tensor(device), peer),
+           dist.P2POp(dist.isend, torch.full((2,), float(r), device=device), peer),
+           dist.P2POp(dist.irecv, a, peer), dist.P2POp(dist.irecv, b, peer)]
+    for req in dist.batch_isend_irecv(ops):
+        req.wait()
+    return (a, b)
+
+
+def barrier_body(device):
+    dist.barrier()
+    dist.barrier(async_op=True).wait()
+    return ()
+
+
+def run_both(body, *args):
+    return _on_both(body, *args)
+
+
+def base(r):
+    return torch.arange(12, dtype=torch.float32).reshape(4, 3) + 10 * r + 1
+
+
+# -------------------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("op", ["SUM", "AVG", "PRODUCT", "MIN", "MAX"])
+def test_all_reduce_ops(world, op):
+    results = world.run(run_both, all_reduce_body, getattr(dist.ReduceOp, op), torch.float32)
+    fn = {"SUM": torch.add, "AVG": lambda a, b: (a + b) / 2, "PRODUCT": torch.mul, "MIN": torch.minimum, "MAX": torch.maximum}[op]
+    _close(results, expected=(fn(base(0), base(1)),))
+
+
+@pytest.mark.parametrize("op", ["BAND", "BOR", "BXOR"])
+def test_all_reduce_bitwise_ops(world, op):
+    results = world.run(run_both, all_reduce_body, getattr(dist.ReduceOp, op), torch.int64)
+    fn = {"BAND": torch.bitwise_and, "BOR": torch.bitwise_or, "BXOR": torch.bitwise_xor}[op]
+    _close(results, expected=(fn(base(0).long(), base(1).long()),))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_all_reduce_dtypes(world, dtype):
+    results = world.run(run_both, all_reduce_body, dist.ReduceOp.SUM, dtype)
+    _close(results, expected=((base(0) + base(1)).to(dtype),))
+
+
+def lambda_free_pair(body):
+    return body(torch.device(f"neuron:{torch.neuron.current_device()}")), body(torch.device("cpu"))
+
+
+def test_all_reduce_async_work_wait(world):
+    results = world.run(run_both, all_reduce_async_body)
+    _close(results, expected=(base(0) + base(1), torch.tensor(True)))
+
+
+def test_broadcast(world):
+    _close(world.run(run_both, broadcast_body), expected=(base(1),))
+
+
+def test_reduce(world):
+    results = world.run(run_both, reduce_body)
+    _close(results)
+    assert results[0] == [(), ()]
+    torch.testing.assert_close(results[1][0][0], torch.maximum(base(0), base(1)))
+
+
+def test_all_gather(world):
+    _close(world.run(run_both, all_gather_body), expected=(base(0), base(1)))
+
+
+def test_all_gather_into_tensor(world):
+    _close(world.run(run_both, all_gather_into_tensor_body),
+           expected=(torch.cat([base(0), base(1)]),))
+
+
+def test_reduce_scatter(world):
+    results = world.run(run_both, reduce_scatter_body)
+    _close(results)
+    for r, ((out,), _) in enumerate(results):
+        torch.testing.assert_close(out, torch.full((3,), float(r + 10 + r)))
+
+
+def test_reduce_scatter_tensor(world):
+    total = base(0) + base(1)
+    results = world.run(run_both, reduce_scatter_tensor_body)
+    _close(results)
+    for r, ((out,), _) in enumerate(results):
+        torch.testing.assert_close(out, total[2 * r:2 * r + 2])
+
+
+def test_all_to_all(world):
+    results = world.run(run_both, all_to_all_body)
+    _close(results)
+    for r, (outs, _) in enumerate(results):
+        for src, out in enumerate(outs):
+            torch.testing.assert_close(out, torch.full((3,), float(10 * src + r)))
+
+
+def test_all_to_all_single_uneven_splits(world):
+    results = world.run(run_both, all_to_all_single_uneven_body)
+    _close(results)
+    torch.testing.assert_close(results[0][0][0], torch.tensor([0.0, 100.0, 101.0]))
+    torch.testing.assert_close(results[1][0][0], torch.tensor([1.0, 2.0, 3.0, 102.0]))
+
+
+def test_gather(world):
+    results = world.run(run_both, gather_body)
+    _close(results, expected=(base(0), base(1)))
+    assert results[1] == [(), ()]
+
+
+def test_scatter(world):
+    results = world.run(run_both, scatter_body)
+    _close(results)
+    for r, ((out,), _) in enumerate(results):
+        torch.testing.assert_close(out, base(1) * (r + 2))
+
+
+def test_send_recv(world):
+    results = world.run(run_both, send_recv_body)
+    _close(results)
+    torch.testing.assert_close(results[1][0][0], base(0))
+
+
+def test_isend_irecv(world):
+    results = world.run(run_both, isend_irecv_body)
+    _close(results)
+    torch.testing.assert_close(results[0][0][0], base(1))
+    torch.testing.assert_close(results[1][0][0], base(0))
+
+
+def test_batch_isend_irecv(world):
+    results = world.run(run_both, batch_isend_irecv_body)
+    _close(results)
+    torch.testing.assert_close(results[0][0][1], torch.ones(2))
+    torch.testing.assert_close(results[1][0][0], base(0))
+
+
+def test_barrier(world):
+    world.run(run_both, barrier_body)
+
+
+def monitored_barrier_body():
+    # PyTorch's dist.monitored_barrier accepts only groups whose backend is named "gloo"; as
+    # with NCCL, programs keep a gloo group for it. The group's own method works on ours.
+    dist.group.WORLD.monitored_barrier()
+    gloo = dist.new_group(backend="gloo")
+    dist.monitored_barrier(gloo, wait_all_ranks=True)
+    with_neuron_name = None
+    try:
+        dist.monitored_barrier()
+    except ValueError as e:
+        with_neuron_name = str(e)
+    dist.destroy_process_group(gloo)
+    return with_neuron_name
+
+
+def test_monitored_barrier(world):
+    assert world.run(monitored_barrier_body) == ["monitored_barrier is only implemented for "
+                                                 "GLOO backend."] * 2
+
+
+def cpu_and_object_body():
+    objects = [None, None]
+    dist.all_gather_object(objects, {"rank": dist.get_rank()})
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    return objects, t
+
+
+def test_cpu_tensors_and_objects_on_the_neuron_group(world):
+    for objects, t in world.run(cpu_and_object_body):
+        assert objects == [{"rank": 0}, {"rank": 1}]
+        torch.testing.assert_close(t, torch.full((3,), 2.0))
+
+
+def zero_copy_body():
+    # The collective writes straight into the neuron tensor's memory and allocates none.
+    t = torch.ones(4096, device=torch.device("neuron", torch.neuron.current_device()))
+    ptr = t.data_ptr()
+    before = torch.neuron.memory_allocated()
+    dist.all_reduce(t)
+    return ptr == t.data_ptr(), torch.neuron.memory_allocated() - before, t.cpu()
+
+
+def test_zero_copy(world):
+    for same_ptr, allocated, t in world.run(zero_copy_body):
+        assert same_ptr and allocated == 0
+        torch.testing.assert_close(t, torch.full((4096,), 2.0))
+
+
+def non_contiguous_body(device):
+    t = _rank_tensor(device).t()
+    dist.all_reduce(t)
+    return (t,)
+
+
+def test_non_contiguous(world):
+    _close(world.run(run_both, non_contiguous_body), expected=((base(0) + base(1)).t(),))
