@@ -1,0 +1,166 @@
+"""What the op battery runs: which OpInfos (from which of PyTorch's databases), which dtypes,
+how a CPU sample becomes a neuron sample, and which tolerances and comparisons an OpInfo asks for.
+Everything here is read from PyTorch's own OpInfo metadata; nothing is tuned to make neuron pass."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import torch
+
+# The dtypes the battery covers: those a Trainium model uses, plus float64, which the float64
+# policy decides (its cases count as "skipped by policy" when the policy rejects them).
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool,
+          torch.complex64, torch.float64)
+DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in DTYPES}
+
+# Variants of one sample, in the order a unit runs them (the order is part of a case's identity:
+# a crashed worker resumes after the case that crashed).
+VARIANTS = ("forward", "backward", "inplace", "out")
+
+# The test whose OpInfo metadata (skips, tolerances) describes "device result vs CPU result".
+_COMPARE_TEST = ("TestCommon", "test_compare_cpu")
+_DEVICE_TYPE = "privateuse1"
+
+
+def databases() -> dict[str, list]:
+    """PyTorch's OpInfo databases present in this torch, by name (imported lazily: ~3 s)."""
+    import torch.testing._internal.common_methods_invocations as cmi
+
+    dbs = {"op_db": list(cmi.op_db), "python_ref_db": list(cmi.python_ref_db)}
+    foreach = [op for name in ("foreach_unary_op_db", "foreach_binary_op_db",
+                               "foreach_pointwise_op_db", "foreach_reduce_op_db",
+                               "foreach_other_op_db")
+               for op in getattr(cmi, name, ())]
+    if foreach:
+        dbs["foreach"] = foreach
+    return dbs
+
+
+def full_name(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+def category(db: str, op) -> str:
+    """The report's grouping: by database for refs and foreach, else by the op's family."""
+    from torch.testing._internal.opinfo.core import (BinaryUfuncInfo, ReductionOpInfo,
+                                                     SpectralFuncInfo, UnaryUfuncInfo)
+
+    if db != "op_db":
+        return db
+    for prefix, name in (("linalg.", "linalg"), ("fft.", "spectral"), ("special.", "special"),
+                         ("nn.functional.", "nn.functional"), ("_refs.", "python_ref")):
+        if op.name.startswith(prefix):
+            return name
+    for cls, name in ((SpectralFuncInfo, "spectral"), (UnaryUfuncInfo, "unary"),
+                      (BinaryUfuncInfo, "binary"), (ReductionOpInfo, "reduction")):
+        if isinstance(op, cls):
+            return name
+    return "other"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One (OpInfo, dtype): the battery's unit of work, run by one worker."""
+
+    db: str
+    index: int  # position in the database: how a worker finds the OpInfo again
+    op: str
+    dtype: str
+    category: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.db}:{self.op}:{self.dtype}"
+
+
+def enumerate_units(dbs: dict[str, list], patterns: list[str] | None = None,
+                    dtypes: list[str] | None = None) -> list[Unit]:
+    """Every (OpInfo, dtype) of the chosen databases whose dtype the OpInfo supports on CPU.
+    `patterns` are shell globs on the op's full name (e.g. "linalg.*", "add")."""
+    wanted = [DTYPE_NAMES[d] for d in dtypes] if dtypes else list(DTYPES)
+    units = []
+    for db, ops in dbs.items():
+        for index, op in enumerate(ops):
+            name = full_name(op)
+            if patterns and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+                continue
+            supported = op.supported_dtypes("cpu")
+            for dtype in wanted:
+                if dtype in supported:
+                    units.append(Unit(db, index, name, str(dtype).removeprefix("torch."),
+                                      category(db, op)))
+    return units
+
+
+def _active_decorators(op, dtype):
+    for info in op.decorators:
+        if not hasattr(info, "is_active"):  # a bare decorator applies to every test
+            yield info
+        elif info.is_active(*_COMPARE_TEST, _DEVICE_TYPE, dtype, {}):
+            yield from info.decorators
+
+
+def tolerances(op, dtype) -> tuple[float | None, float | None]:
+    """(atol, rtol) the OpInfo asks for in its device-vs-CPU test; None: assert_close's default
+    for the dtype."""
+    from torch.testing._internal.common_device_type import precisionOverride, toleranceOverride
+
+    atol = rtol = None
+    for dec in _active_decorators(op, dtype):
+        if isinstance(dec, toleranceOverride) and dtype in dec.d:
+            atol, rtol = dec.d[dtype].atol, dec.d[dtype].rtol
+        elif isinstance(dec, precisionOverride) and dtype in dec.d and atol is None:
+            atol, rtol = dec.d[dtype], 0.0
+    if atol is not None:
+        # Never stricter than assert_close's defaults for the dtype.
+        default_rtol, default_atol = torch.testing._comparison.default_tolerances(
+            torch.empty(0, dtype=dtype))
+        atol, rtol = max(atol, default_atol), max(rtol, default_rtol)
+    return atol, rtol
+
+
+def values_comparable(op, dtype) -> bool:
+    """False for ops whose values are random or undefined (uninitialized memory, random
+    sampling): the OpInfo says so by skipping its own device-vs-CPU comparison for that reason.
+    Their results are compared in structure, shape, dtype and device instead."""
+    if getattr(op, "has_nondeterministic_output", False):
+        return False
+    for dec in _active_decorators(op, dtype):
+        reason = _skip_reason(dec)
+        if reason is not None and any(w in reason.lower() for w in (
+                "non-deterministic", "nondeterministic", "undefined", "random", "empty")):
+            return False
+    return True
+
+
+def _skip_reason(dec) -> str | None:
+    """The reason text of a unittest.skip(...) decorator, else None."""
+    if getattr(dec, "__qualname__", "").startswith("skip.") and dec.__closure__:
+        for cell in dec.__closure__:
+            if isinstance(cell.cell_contents, str):
+                return cell.cell_contents
+    return None
+
+
+def to_device(obj, device: str, memo: dict | None = None):
+    """A sample moved to `device`: tensors copied (keeping requires_grad as fresh leaves, and
+    keeping two references to one tensor as two references to one copy); `torch.device("cpu")`
+    and device="cpu" arguments (factory functions) retargeted, as a sample built for the device
+    would hold them."""
+    memo = {} if memo is None else memo
+    if isinstance(obj, torch.Tensor):
+        if id(obj) not in memo:
+            with torch.no_grad():
+                t = obj.detach().to(device)
+            memo[id(obj)] = t.requires_grad_(obj.requires_grad)
+        return memo[id(obj)]
+    if isinstance(obj, torch.device):
+        return torch.device(device) if obj.type == "cpu" else obj
+    if type(obj) in (list, tuple):
+        return type(obj)(to_device(x, device, memo) for x in obj)
+    if type(obj) is dict:
+        return {k: (device if k == "device" and v == "cpu" else to_device(v, device, memo))
+                for k, v in obj.items()}
+    return obj

@@ -1,0 +1,78 @@
+"""How a neuron result is judged against the CPU result of the same sample: same structure,
+every tensor on neuron, values within the OpInfo's tolerances (torch.testing.assert_close)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class Mismatch(AssertionError):
+    """A neuron result differs from the CPU's; `max_error` is the largest absolute difference
+    where one is defined."""
+
+    def __init__(self, message: str, max_error: float | None = None):
+        super().__init__(message)
+        self.max_error = max_error
+
+
+def flatten(obj, path: str = "out") -> list[tuple[str, object]]:
+    """(path, leaf) pairs of a nested result; return_types (structseqs) are tuples."""
+    if isinstance(obj, (list, tuple)) and not isinstance(obj, torch.Size):
+        return [leaf for i, x in enumerate(obj) for leaf in flatten(x, f"{path}[{i}]")]
+    if isinstance(obj, dict):
+        return [leaf for k in sorted(obj) for leaf in flatten(obj[k], f"{path}[{k!r}]")]
+    return [(path, obj)]
+
+
+def _max_error(actual: torch.Tensor, expected: torch.Tensor) -> float | None:
+    if actual.shape != expected.shape or actual.dtype != expected.dtype or actual.numel() == 0:
+        return None
+    a, e = actual.detach(), expected.detach()
+    if a.dtype == torch.bool:
+        a, e = a.int(), e.int()
+    if not (a.is_floating_point() or a.is_complex()):
+        a, e = a.long(), e.long()
+    diff = (a.to(torch.complex128 if a.is_complex() else torch.float64)
+            - e.to(torch.complex128 if e.is_complex() else torch.float64)).abs()
+    both_nan = a.isnan() & e.isnan() if a.is_floating_point() or a.is_complex() else None
+    if both_nan is not None:
+        diff = diff.masked_fill(both_nan, 0)
+    value = diff.max().item()
+    return value if not math.isnan(value) else float("inf")
+
+
+def compare(actual, expected, atol: float | None, rtol: float | None, values: bool = True,
+            device: str = "neuron") -> None:
+    """Raises Mismatch when `actual` (neuron) is not `expected` (CPU). Result tensors must be on
+    `device`: neuron, unless the sample had no neuron tensor or device (`torch.arange(3)`).
+    With values=False only structure, shapes, dtypes and devices are compared (random or
+    undefined results)."""
+    a_leaves, e_leaves = flatten(actual), flatten(expected)
+    if len(a_leaves) != len(e_leaves):
+        raise Mismatch(f"neuron returned {len(a_leaves)} values, CPU {len(e_leaves)}")
+    for (path, a), (_, e) in zip(a_leaves, e_leaves):
+        if isinstance(e, torch.Tensor):
+            if not isinstance(a, torch.Tensor):
+                raise Mismatch(f"{path}: neuron returned {type(a).__name__}, CPU a tensor")
+            if e.device.type == "cpu" and a.device.type != device:
+                raise Mismatch(f"{path}: the result is on {a.device}, not on {device}")
+            if a.shape != e.shape or a.dtype != e.dtype or a.layout != e.layout:
+                raise Mismatch(f"{path}: neuron gave {tuple(a.shape)} {a.dtype} {a.layout}, "
+                               f"CPU {tuple(e.shape)} {e.dtype} {e.layout}")
+            if not values:
+                continue
+            a_cpu = a.detach().to("cpu")
+            try:
+                torch.testing.assert_close(a_cpu, e.detach(), atol=atol, rtol=rtol,
+                                           equal_nan=True, check_stride=False)
+            except AssertionError as err:
+                first = str(err).strip().splitlines()[0]
+                raise Mismatch(f"{path}: {first}", _max_error(a_cpu, e)) from None
+        elif values or not isinstance(e, (int, float, complex)):
+            if isinstance(a, torch.Tensor):
+                raise Mismatch(f"{path}: neuron returned a tensor, CPU {type(e).__name__}")
+            same = (a == e) or (isinstance(e, float) and math.isnan(e) and math.isnan(a))
+            if not same:
+                raise Mismatch(f"{path}: neuron returned {a!r}, CPU {e!r}")
