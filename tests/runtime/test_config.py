@@ -1,0 +1,57 @@
+"""Configuration from the environment: profiles, visible cores, HBM capacity, policies."""
+
+import pytest
+
+from torchneuron.runtime import config
+from torchneuron.runtime.profiles import GiB, PROFILES
+
+
+def test_defaults_come_from_the_trn2_profile():
+    cfg = config.load({})
+    assert cfg.profile is PROFILES["trn2"]
+    assert cfg.logical_nc_config == 2
+    assert cfg.device_count == 4  # 8 physical cores fused in pairs
+    assert cfg.hbm_bytes_per_device == 24 * GiB
+    assert cfg.float64_policy == "error"
+
+
+def test_trn3_and_lnc1():
+    cfg = config.load({"NEURON_PROFILE": "trn3", "NEURON_LOGICAL_NC_CONFIG": "1"})
+    assert cfg.device_count == 8
+    assert cfg.hbm_bytes_per_device == 18 * GiB
+
+
+def test_visible_cores_and_hbm_override():
+    cfg = config.load({"NEURON_RT_VISIBLE_CORES": "0-2,5", "NEURON_HBM_BYTES": "512MiB"})
+    assert cfg.visible_cores == (0, 1, 2, 5)
+    assert cfg.hbm_bytes_per_device == 512 << 20
+    assert config.parse_bytes("X", "1.5GiB") == 3 << 29
+
+
+@pytest.mark.parametrize("env, var", [
+    ({"NEURON_PROFILE": "trn9"}, "NEURON_PROFILE"),
+    ({"NEURON_LOGICAL_NC_CONFIG": "3"}, "NEURON_LOGICAL_NC_CONFIG"),
+    ({"NEURON_RT_VISIBLE_CORES": "3-1"}, "NEURON_RT_VISIBLE_CORES"),
+    ({"NEURON_RT_VISIBLE_CORES": "0,0"}, "NEURON_RT_VISIBLE_CORES"),
+    ({"NEURON_RT_VISIBLE_CORES": "999"}, "NEURON_RT_VISIBLE_CORES"),
+    ({"NEURON_HBM_BYTES": "lots"}, "NEURON_HBM_BYTES"),
+    ({"NEURON_HBM_BYTES": "0"}, "NEURON_HBM_BYTES"),
+    ({"NEURON_FLOAT64": "maybe"}, "NEURON_FLOAT64"),
+])
+def test_invalid_values_name_the_variable_and_the_accepted_values(env, var):
+    with pytest.raises(config.ConfigError, match=rf"{var}=.*accepted values"):
+        config.load(env)
+
+
+def test_invalid_environment_fails_import_clearly(python):
+    out = python("import torch", env={"NEURON_PROFILE": "trn9"})
+    assert out.returncode != 0
+    assert "NEURON_PROFILE='trn9' is not valid; accepted values: trn2, trn3" in out.stderr
+
+
+def test_environment_sets_the_devices(python):
+    code = ("import torch\n"
+            "print(torch.neuron.device_count(), torch.neuron.get_device_properties(1).total_memory)")
+    out = python(code, env={"NEURON_RT_VISIBLE_CORES": "0,1", "NEURON_HBM_BYTES": "1GiB"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["2", str(1 << 30)]
