@@ -269,3 +269,15 @@ def test_profiler_records_neuron_ops_and_memory(tmp_path):
     assert any(e.get("name") == "aten::mm" for e in events)
     assert any(e.get("name") == "[memory]" for e in events)
     del b
+
+
+def test_backward_runs_on_the_calling_thread_with_cpu_results():
+    threads = []
+    x_cpu = torch.randn(4, 3, requires_grad=True)
+    x = x_cpu.detach().neuron().requires_grad_()
+    y = (x * 2).tanh()
+    y.register_hook(lambda g: threads.append(threading.get_ident()))
+    y.sum().backward()
+    (x_cpu * 2).tanh().sum().backward()
+    assert threads == [threading.get_ident()]
+    torch.testing.assert_close(x.grad.cpu(), x_cpu.grad)
