@@ -11,6 +11,7 @@
 
 namespace torchneuron {
 void register_hooks();
+std::map<std::string, std::vector<std::string>> autocast_op_lists();  // Autocast.cpp
 }
 
 namespace {
@@ -97,6 +98,8 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_cpu_alias", &cpu_alias);
+
+  m.def("_autocast_op_lists", &tn::autocast_op_lists);
 
   m.def("_default_generator", [](int d) {
     return tn::default_generator(static_cast<c10::DeviceIndex>(d));

@@ -33,10 +33,13 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_storage=True, for_packed_sequence=True
 )
 
-# 5. Op policies: what float64 does on a device without float64 arithmetic.
+# 5. Op policies: what float64 does on a device without float64 arithmetic, and autocast's
+#    default dtype (its op lists are registered by the C++ core, csrc/Autocast.cpp).
+from .ops import autocast as _autocast  # noqa: E402
 from .ops import dtype_policy as _dtype_policy  # noqa: E402
 
 _dtype_policy.apply(_CONFIG.float64_policy)
+_autocast.apply()
 
 # 6. torch.compile: the Dynamo backend `neuron` (a `torch_dynamo_backends` entry point) and
 #    Inductor's C++ kernel generation for neuron tensors, registered when a compile first asks.

@@ -1,4 +1,8 @@
-"""The one place op lists live. Each list says why its members belong to it."""
+"""The one place op lists live. Each list says why its members belong to it.
+
+Autocast's op lists are the exception that proves the rule: they are registered in C++ for the
+AutocastPrivateUse1 key, so they live in csrc/Autocast.cpp (CUDA's lists, from ATen's shared
+macros) and Python reads them with `torchneuron.ops.autocast.op_lists()`."""
 
 # Ops that only move, fill, view or compare bits: they run on float64 (and complex128) tensors
 # under every float64 policy, because storing float64 on the device is fine; only arithmetic is
