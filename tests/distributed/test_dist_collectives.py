@@ -355,3 +355,64 @@ def non_contiguous_body(device):
 
 def test_non_contiguous(world):
     _close(world.run(run_both, non_contiguous_body), expected=((base(0) + base(1)).t(),))
+
+
+def subgroup_body(device):
+    # Every rank creates every group, in the same order, as new_group requires.
+    both = dist.new_group([0, 1])
+    alone = [dist.new_group([0]), dist.new_group([1])][dist.get_rank()]
+    t = _rank_tensor(device)
+    dist.all_reduce(t, group=both)
+    u = _rank_tensor(device)
+    dist.all_reduce(u, group=alone)
+    assert dist.get_backend(both) == "neuron"
+    return (t, u)
+
+
+def test_new_group(world):
+    results = world.run(run_both, subgroup_body)
+    _close(results)
+    for r, ((t, u), _) in enumerate(results):
+        torch.testing.assert_close(t, base(0) + base(1))
+        torch.testing.assert_close(u, base(r))
+
+
+def coalesced_body(device):
+    a, b = _rank_tensor(device), torch.full((5,), float(dist.get_rank()), device=device)
+    with dist._coalescing_manager(async_ops=True) as cm:
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+    cm.wait()
+    out = torch.empty(8, 3, device=device)
+    outs = [[torch.empty(4, 3, device=device)] for _ in range(2)]  # [rank][input]
+    dist.all_gather_coalesced(outs, [_rank_tensor(device)])
+    with dist._coalescing_manager():
+        dist.all_gather_into_tensor(out, _rank_tensor(device))
+    return (a, b, out, outs[0][0], outs[1][0])
+
+
+def test_coalesced(world):
+    _close(world.run(run_both, coalesced_body),
+           expected=(base(0) + base(1), torch.ones(5), torch.cat([base(0), base(1)]),
+                     base(0), base(1)))
+
+
+def device_mesh_body():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DeviceMesh, Shard, distribute_tensor
+
+    mesh = init_device_mesh("neuron", (2,))
+    same = DeviceMesh("neuron", [0, 1])
+    full = torch.arange(8.0).reshape(4, 2)
+    d = distribute_tensor(full.to("neuron"), mesh, [Shard(0)])
+    local_device = d.to_local().device
+    return (str(mesh.device_type), same.get_group().size(), str(local_device),
+            d.full_tensor().cpu(), d.to_local().cpu())
+
+
+def test_device_mesh(world):
+    full = torch.arange(8.0).reshape(4, 2)
+    for r, (kind, size, device, gathered, local) in enumerate(world.run(device_mesh_body)):
+        assert (kind, size, device) == ("neuron", 2, f"neuron:{r}")
+        torch.testing.assert_close(gathered, full)
+        torch.testing.assert_close(local, full[2 * r:2 * r + 2])

@@ -1,8 +1,9 @@
 """How c10d collectives run on neuron tensors: PyTorch routes every `c10d::*` op whose tensors are
 on neuron to its PrivateUse1 kernel. We replace those kernels with one that checks the tensors'
-device, swaps each neuron tensor for a CPU alias of the same memory (no copy: neuron memory is
-host memory on the software NeuronCore) and calls the same op again, which now runs gloo's CPU
-implementation on the group's gloo backend. Outputs land directly in the neuron tensors.
+device, checks that all ranks agree on the call (agreement.py), swaps each neuron tensor for a CPU
+alias of the same memory (no copy: neuron memory is host memory on the software NeuronCore) and
+calls the same op again, which now runs gloo's CPU implementation on the group's gloo backend.
+Outputs land directly in the neuron tensors.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _C
+from . import agreement
 
 # The c10d ops with a PrivateUse1 kernel in PyTorch (torch/csrc/distributed/c10d/Ops.cpp), and
 # the position of the first tensor argument of each one, to find the group right after it.
@@ -110,6 +112,7 @@ def _kernel(op_name: str):
         group = _group_of(args)
         _check_device(op_name, group, aliases)
         _ensure_cpu_backend(group)
+        agreement.check(op_name, args, group)
         result = op(*cpu_args)
         # Every op with tensors in its result returns its first argument, updated in place:
         # hand back the caller's neuron tensors rather than their aliases.

@@ -1,0 +1,155 @@
+"""Collective bandwidth of the c10d backend `neuron` against gloo on CPU tensors, same run.
+
+Two processes on 127.0.0.1 join one `neuron` process group and one plain gloo group. For every
+size, all_reduce and all_gather run on neuron tensors (neuron backend) and on CPU tensors (gloo),
+interleaved round by round so both see the same machine load; each figure is the best round.
+Bus bandwidth follows nccl-tests: all_reduce moves 2(n-1)/n of the buffer per rank, all_gather
+(n-1)/n of the gathered output. Then a DDP training step: its time over the same step in a single
+process, for neuron/neuron and for CPU/gloo.
+
+Run: `.venv/bin/python benchmarks/collectives.py` (`--quick` for sizes up to 16 MiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import multiprocessing as mp
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+WORLD = 2
+KiB, MiB = 1 << 10, 1 << 20
+SIZES = [4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def calls_for(nbytes: int) -> int:
+    """Enough calls per round that a round is not all launch noise, few for big buffers."""
+    return max(2, min(200, (64 * MiB) // nbytes))
+
+
+def time_calls(fn, calls: int, group) -> float:
+    dist.barrier(group=group)  # start together: the slower rank sets the pace anyway
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
+def bus_bandwidth(rounds: int, sizes: list[int], neuron_group, gloo_group) -> list[tuple]:
+    rows = []
+    device = torch.device("neuron", torch.neuron.current_device())
+    for nbytes in sizes:
+        n = nbytes // 4
+        bufs = {}
+        for kind, dev in (("neuron", device), ("gloo", torch.device("cpu"))):
+            bufs[kind] = (torch.ones(n, device=dev),
+                          torch.ones(n // WORLD, device=dev), torch.empty(n, device=dev))
+        groups = {"neuron": neuron_group, "gloo": gloo_group}
+        best = {(c, k): float("inf") for c in ("all_reduce", "all_gather") for k in groups}
+        calls = calls_for(nbytes)
+        for _ in range(rounds):
+            for kind, group in groups.items():
+                full, part, out = bufs[kind]
+                fns = {"all_reduce": lambda: dist.all_reduce(full, group=group),
+                       "all_gather": lambda: dist.all_gather_into_tensor(out, part, group=group)}
+                for coll, fn in fns.items():
+                    fn()  # warm-up: gloo sets up buffers for a new size on first use
+                    best[(coll, kind)] = min(best[(coll, kind)], time_calls(fn, calls, group))
+        for coll, factor in (("all_reduce", 2 * (WORLD - 1) / WORLD),
+                             ("all_gather", (WORLD - 1) / WORLD)):
+            bw = {k: nbytes * factor / best[(coll, k)] / 1e9 for k in groups}
+            rows.append((coll, nbytes, bw["neuron"], bw["gloo"]))
+        del bufs
+    return rows
+
+
+def ddp_step_overhead(rounds: int, neuron_group, gloo_group) -> dict[str, tuple[float, float]]:
+    """Seconds per training step in one process and under DDP, for both backends."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    out = {}
+    device = torch.device("neuron", torch.neuron.current_device())
+    for kind, dev, group in (("neuron", device, neuron_group), ("gloo", torch.device("cpu"),
+                                                                 gloo_group)):
+        torch.manual_seed(0)
+        def make():
+            return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
+                                       torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                       torch.nn.Linear(1024, 10)).to(dev)
+        x, y = torch.randn(64, 512, device=dev), torch.randint(0, 10, (64,), device=dev)
+        single, ddp = make(), DDP(make(), process_group=group)
+        times = {}
+        for name, model in (("single", single), ("ddp", ddp)):
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            def step():
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            step()
+            times[name] = min(time_calls(step, 10, group) for _ in range(rounds))
+        out[kind] = (times["single"], times["ddp"])
+    return out
+
+
+def worker(rank: int, port: int, args, queue) -> None:
+    torch.neuron.set_device(rank)
+    dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=WORLD, timeout=datetime.timedelta(minutes=10))
+    gloo = dist.new_group(backend="gloo")
+    sizes = [s for s in SIZES if not args.quick or s <= 16 * MiB]
+    rows = bus_bandwidth(args.rounds, sizes, dist.group.WORLD, gloo)
+    ddp = ddp_step_overhead(args.rounds, dist.group.WORLD, gloo)
+    if rank == 0:
+        queue.put((rows, ddp))
+    dist.destroy_process_group()
+
+
+def human(nbytes: int) -> str:
+    return f"{nbytes // MiB} MiB" if nbytes >= MiB else f"{nbytes // KiB} KiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="sizes up to 16 MiB only")
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    queue, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=worker, args=(r, port, args, queue)) for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    rows, ddp = queue.get(timeout=3600)
+    for p in procs:
+        p.join(timeout=60)
+    if any(p.exitcode != 0 for p in procs):
+        sys.exit("a benchmark process failed")
+
+    print(f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, "
+          f"best of {args.rounds} rounds (GB/s)")
+    print(f"{'collective':<12}{'size':>9}{'neuron':>10}{'gloo cpu':>10}{'ratio':>8}")
+    for coll, nbytes, bw_n, bw_g in rows:
+        flag = "" if nbytes < MiB or bw_n >= 0.9 * bw_g else "  < 0.9x"
+        print(f"{coll:<12}{human(nbytes):>9}{bw_n:>10.3f}{bw_g:>10.3f}{bw_n / bw_g:>7.2f}x{flag}")
+    print("\nDDP training step (MLP 512-1024-1024-10, batch 64), ms per step")
+    print(f"{'backend':<10}{'1 process':>11}{'DDP x2':>9}{'overhead':>10}")
+    for kind, (single, ddp_t) in ddp.items():
+        print(f"{kind:<10}{single * 1e3:>11.2f}{ddp_t * 1e3:>9.2f}{(ddp_t - single) * 1e3:>10.2f}")
+    over_n = ddp["neuron"][1] - ddp["neuron"][0]
+    over_g = ddp["gloo"][1] - ddp["gloo"][0]
+    print(f"neuron DDP overhead / gloo DDP overhead: {over_n / over_g:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
