@@ -4,7 +4,12 @@ import glob
 import os
 
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+# Building imports torch, and torch imports every installed `torch.backends` entry point, this
+# package included, whose _C is what is being built: keep torch from loading it here.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sources = sorted(glob.glob(os.path.join("csrc", "**", "*.cpp"), recursive=True))

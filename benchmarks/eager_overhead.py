@@ -62,8 +62,10 @@ def measure(rounds: int) -> list[tuple[str, float, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="intra-op threads for both sides (1 is steadier on a busy machine)")
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
+    torch.set_num_threads(args.threads)
     rows = measure(args.rounds)
     print(f"{'case':<26} {'neuron us':>10} {'cpu us':>10} {'neuron/cpu':>11}")
     for name, t_n, t_c in rows:

@@ -3,7 +3,9 @@
 #include "CpuAlias.h"
 #include "NeuronAllocator.h"
 #include "NeuronGuard.h"
+#include "runtime/NeuronRuntime.h"
 
+#include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
@@ -108,6 +110,14 @@ c10::DeviceIndex neuron_index(const at::Tensor& a, const at::Tensor& b) {
 // Every byte that crosses between host and device, or between two neuron devices, moves here.
 // Both sides become CPU aliases and the CPU copy kernel does dtype conversion and striding.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // The common case (a whole dense tensor moving as is) is a single memcpy. Copies within one
+  // storage take the CPU kernel's path, which rejects partial overlap as the CPU does.
+  if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
+      self.is_contiguous() && dst.is_contiguous() && self.is_conj() == dst.is_conj() &&
+      self.is_neg() == dst.is_neg() && !self.storage().is_alias_of(dst.storage())) {
+    rt::memcpy(dst.mutable_data_ptr(), self.const_data_ptr(), self.nbytes());
+    return dst;
+  }
   AliasSession session(neuron_index(dst, self));
   at::Tensor src_cpu = self.is_privateuseone() ? session.to_cpu(self) : self;
   at::Tensor dst_cpu = dst.is_privateuseone() ? session.to_cpu(dst) : dst;
@@ -120,9 +130,16 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+// Device memory is host-addressable on the software NeuronCore, so `.item()` reads the value
+// in place, as the CPU kernel does.
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  AliasSession session(self.device().index());
-  return at::_local_scalar_dense(session.to_cpu(self));
+  c10::Scalar r;
+  AT_DISPATCH_V2(
+      self.scalar_type(), "_local_scalar_dense_neuron",
+      AT_WRAP([&] { r = c10::Scalar(*self.const_data_ptr<scalar_t>()); }),
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), c10::kComplexHalf, c10::kHalf, c10::kBool,
+      c10::kBFloat16, AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return r;
 }
 
 void record_stream(at::Tensor& self, c10::Stream stream) {

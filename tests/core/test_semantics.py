@@ -133,3 +133,19 @@ def test_results_of_kernels_are_neuron_memory():
     assert torch.neuron.memory_allocated() - before == 3 * 256 * 256 * 4
     del y
     assert torch.neuron.memory_allocated() - before == 2 * 256 * 256 * 4
+
+
+def test_copies_fast_and_general_paths():
+    a = torch.randn(6, 5)
+    n = a.neuron()  # contiguous, same dtype: the memcpy path
+    torch.testing.assert_close(n.cpu(), a)
+    m = torch.empty(5, 6, device="neuron")
+    m.copy_(n.t())  # strided: the CPU kernel's path
+    torch.testing.assert_close(m.cpu(), a.t())
+    with pytest.raises(RuntimeError, match="single memory location"):
+        n.view(-1)[1:].copy_(n.view(-1)[:-1])  # partial overlap is rejected, as on CPU
+    torch.testing.assert_close(n.cpu(), a)
+    assert torch.tensor(7, device="neuron").item() == 7
+    assert torch.tensor(True, device="neuron").item() is True
+    assert torch.tensor(1.5, dtype=torch.bfloat16, device="neuron").item() == 1.5
+    assert torch.tensor(1 + 2j, device="neuron").item() == 1 + 2j
