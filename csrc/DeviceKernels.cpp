@@ -65,10 +65,19 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
   AliasSession s(query.device().index());
+  // The CPU's choice depends on requires_grad (flash has no gradient for a learned mask, e.g.
+  // T5's position bias), which fresh aliases lack: carry it over. A fresh alias is a leaf, so
+  // the flag is set on it directly: no dispatched op (a detach() would reach the Python mode
+  // that torch.compile traces under, with a real tensor among its fakes).
+  auto alias = [&s](const at::Tensor& t) {
+    at::Tensor a = s.to_cpu(t);
+    if (t.requires_grad() && a.is_floating_point()) a.requires_grad_(true);
+    return a;
+  };
   std::optional<at::Tensor> mask_cpu;
-  if (attn_mask.has_value() && attn_mask->defined()) mask_cpu = s.to_cpu(*attn_mask);
-  return at::_fused_sdp_choice(s.to_cpu(query), s.to_cpu(key), s.to_cpu(value), mask_cpu,
-                               dropout_p, is_causal, scale, enable_gqa);
+  if (attn_mask.has_value() && attn_mask->defined()) mask_cpu = alias(*attn_mask);
+  return at::_fused_sdp_choice(alias(query), alias(key), alias(value), mask_cpu, dropout_p,
+                               is_causal, scale, enable_gqa);
 }
 
 }  // namespace
@@ -84,6 +93,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", convolution);
   m.impl("convolution_backward_overrideable", convolution_backward);
   m.impl("native_dropout", native_dropout);
+  // SDPA asks through the dispatcher op too; the boxed fallback would answer without requires_grad.
+  m.impl("_fused_sdp_choice", fused_sdp_choice);
 }
 
 }  // namespace torchneuron
