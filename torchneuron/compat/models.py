@@ -1,0 +1,83 @@
+"""`torchneuron compat models`: every Hugging Face architecture the installed transformers
+registers, built tiny from its config with random weights, run on neuron against the CPU
+(forward, one training step, greedy generate), plus the real all-MiniLM-L6-v2 weights. Writes
+reports/models.{json,md,png}. Pieces: models_catalog (what), models_shrink and models_inputs
+(tiny configs and inputs), models_check (one architecture), models_runner (worker processes),
+models_report (totals, tables, chart), models_minilm (real weights)."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+import time
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", nargs="*", default=None, metavar="PATTERN",
+                   help="model types to run (shell patterns, e.g. 'llama' 'bert*'); default all")
+    p.add_argument("--sample", action="store_true",
+                   help="only the fixed sample the default test suite runs")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds one architecture may take before it counts as a hang")
+    p.add_argument("--chunk", type=int, default=40,
+                   help="architectures per worker process (a fresh process bounds memory)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--skip-minilm", action="store_true",
+                   help="leave out the real-weights MiniLM check")
+
+
+def _select(patterns: list[str] | None, sample: bool):
+    from .models_catalog import architectures
+    from .models_sample import SAMPLE
+
+    archs = architectures()
+    if sample:
+        patterns = list(SAMPLE)
+    if patterns:
+        archs = [a for a in archs if any(fnmatch.fnmatch(a.model_type, p) for p in patterns)]
+        if not archs:
+            raise SystemExit(f"no registered model type matches {patterns}")
+    return archs
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    import transformers
+    from tqdm import tqdm
+
+    from . import models_report
+    from .models_runner import run_all
+
+    archs = _select(args.only, args.sample)
+    started = time.monotonic()
+    bar = tqdm(total=len(archs), unit="arch", file=sys.stderr)
+    passed = 0
+
+    def progress(rec: dict) -> None:
+        nonlocal passed
+        passed += models_report.outcome(rec) == "pass"
+        bar.set_postfix_str(f"{rec['model_type']}: {models_report.outcome(rec)}; {passed} pass")
+        bar.update(1)
+
+    records = run_all(archs, args.timeout, args.chunk, args.threads, progress)
+    bar.close()
+    meta = {"transformers": transformers.__version__, "torch": torch.__version__,
+            "command": "torchneuron compat models " + " ".join(sys.argv[3:]),
+            "seconds": time.monotonic() - started}
+    if not args.skip_minilm:
+        from .models_minilm import check_minilm
+
+        meta["minilm"] = check_minilm()
+    paths = models_report.write(records, meta, args.out)
+    t = models_report.totals(records)
+    a = t["all_stages"]
+    print(f"{t['tried']} architectures, {t['runnable_on_cpu']} run on CPU, "
+          f"{a['pass_on_neuron']} pass every stage on neuron"
+          + (f" ({100 * a['rate']:.1f}%)" if a["rate"] is not None else ""))
+    for stage, s in t["stages"].items():
+        print(f"  {stage:9s} {s['pass_on_neuron']}/{s['ran_on_cpu']}")
+    if "minilm" in meta:
+        print(f"  MiniLM real weights: {meta['minilm']}")
+    print("report: " + ", ".join(paths.values()))
+    return 0

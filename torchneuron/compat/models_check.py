@@ -1,0 +1,269 @@
+"""One architecture through the battery's stages, on the CPU and on neuron with identical
+weights and inputs: build, forward (outputs compared), one training step (loss and every
+gradient compared) and, for generative heads, greedy generate() (token ids must be equal).
+
+A stage that fails on the CPU is "cpu_fail": the architecture does not run there with the
+battery's tiny config, so it says nothing about neuron and is counted apart."""
+
+from __future__ import annotations
+
+import copy
+import random
+import time
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from .models_catalog import Architecture
+from .models_inputs import forward_inputs, labels, main_input
+
+MAX_PARAMETERS = 20_000_000  # a shrunk model above this was not shrunk; building it is slow
+NEW_TOKENS = 8
+SEED = 0
+
+PASS, FAIL, CPU_FAIL, NA = "pass", "fail", "cpu_fail", "n/a"
+STAGES = ("build", "forward", "backward", "generate")
+
+
+class Mismatch(AssertionError):
+    """Neuron's result differs from the CPU's."""
+
+
+def _seed_everything() -> None:
+    random.seed(SEED)
+    torch.manual_seed(SEED)  # seeds neuron's generators too
+    try:
+        import numpy as np
+
+        np.random.seed(SEED)
+    except ImportError:
+        pass
+
+
+def _to(obj, device: str):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    return obj
+
+
+def tensors(obj, prefix: str = "out") -> list[tuple[str, torch.Tensor]]:
+    """Every tensor in a model output (ModelOutput, tuples, dicts), by path; caches skipped."""
+    if isinstance(obj, torch.Tensor):
+        return [(prefix, obj)]
+    if isinstance(obj, dict):  # ModelOutput is an OrderedDict
+        return [t for k, v in obj.items() for t in tensors(v, f"{prefix}.{k}")]
+    if isinstance(obj, (list, tuple)):
+        return [t for i, v in enumerate(obj) for t in tensors(v, f"{prefix}[{i}]")]
+    return []
+
+
+def compare(cpu: list[tuple[str, torch.Tensor]], dev: list[tuple[str, torch.Tensor]],
+            what: str) -> float:
+    """assert_close on every pair; returns the largest absolute difference seen."""
+    if [n for n, _ in cpu] != [n for n, _ in dev]:
+        raise Mismatch(f"{what}: neuron returned {[n for n, _ in dev]}, CPU {[n for n, _ in cpu]}")
+    worst = 0.0
+    for (name, a), (_, b) in zip(cpu, dev):
+        if b.device.type != "neuron":
+            raise Mismatch(f"{what}: {name} is on {b.device}, not on neuron")
+        b = b.detach().cpu()
+        a = a.detach()
+        if a.is_floating_point() and a.shape == b.shape and a.numel():
+            worst = max(worst, (a.float() - b.float()).abs().nan_to_num(0.0).max().item())
+        try:
+            torch.testing.assert_close(b, a, equal_nan=True)
+        except AssertionError as e:
+            raise Mismatch(f"{what}: {name}: {str(e).splitlines()[0]} (max abs {worst:.3g})") from None
+    return worst
+
+
+def generic_loss(out) -> torch.Tensor:
+    """For heads without labels: every floating output contributes, so every parameter the
+    forward used gets a gradient."""
+    parts = [t.float().pow(2).mean() for _, t in tensors(out) if t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise RuntimeError("the forward returned no floating tensor that requires grad")
+    return torch.stack(parts).sum()
+
+
+def _cause(e: BaseException) -> str:
+    # Validation errors wrap the useful message: report the innermost cause.
+    while e.__cause__ is not None:
+        e = e.__cause__
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+def _is_float64_refusal(e: BaseException) -> bool:
+    return "NEURON_FLOAT64" in str(e)
+
+
+class Run:
+    """The state of one architecture's check, written into its report record."""
+
+    def __init__(self, arch: Architecture):
+        self.arch = arch
+        self.record: dict[str, Any] = {
+            "model_type": arch.model_type, "class": arch.class_name, "family": arch.family,
+            "head": arch.head, "parameters": None, "float64_allowed": False,
+            **{s: NA for s in STAGES}, "max_abs_error": {}, "seconds": {"cpu": 0.0, "neuron": 0.0},
+            "cause": None, "traceback": None,
+        }
+
+    def timed(self, device: str, fn: Callable[[], Any]) -> Any:
+        t = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.record["seconds"][device] += time.perf_counter() - t
+
+    def on_neuron(self, fn: Callable[[], Any]) -> Any:
+        """Runs a neuron stage; a float64 refusal is retried under NEURON_FLOAT64=allow and noted,
+        the battery's documented choice (the model computes in float64 on purpose)."""
+        from torchneuron.ops.dtype_policy import float64_policy
+
+        try:
+            return self.timed("neuron", fn)
+        except Exception as e:  # noqa: BLE001 - any error becomes the stage's cause
+            if not _is_float64_refusal(e):
+                raise
+        self.record["float64_allowed"] = True
+        with float64_policy("allow"):
+            return self.timed("neuron", fn)
+
+    def _first_cause(self, cause: str) -> None:
+        # The first failing stage explains the architecture; later ones often follow from it.
+        if self.record["cause"] is None:
+            self.record["cause"] = cause
+            self.record["traceback"] = traceback.format_exc(limit=-6)
+
+    def stage(self, name: str, cpu: Callable[[], Any], neuron: Callable[[Any], Any]) -> bool:
+        """CPU part first (its failure is cpu_fail), then neuron part with the CPU's result."""
+        try:
+            _seed_everything()
+            expected = self.timed("cpu", cpu)
+        except Exception as e:  # noqa: BLE001
+            self.record[name] = CPU_FAIL
+            self._first_cause(f"cpu {name}: {_cause(e)}")
+            return False
+        try:
+            _seed_everything()
+            neuron(expected)
+        except Exception as e:  # noqa: BLE001
+            self.record[name] = FAIL
+            self._first_cause(f"neuron {name}: {_cause(e)}")
+            return False
+        self.record[name] = PASS
+        return True
+
+
+def _build(arch: Architecture):
+    import transformers
+
+    from .models_shrink import tiny_config
+
+    config = tiny_config(arch.model_type)
+    if arch.head == "causal_lm" and hasattr(config, "is_decoder") and not config.is_encoder_decoder:
+        config.is_decoder = True  # encoder models used as LM heads (BertLMHeadModel) need it
+    cls = getattr(transformers, arch.class_name)
+    with torch.device("meta"):
+        n = sum(p.numel() for p in cls(config).parameters())
+    if n > MAX_PARAMETERS:
+        raise RuntimeError(f"tiny config still has {n / 1e6:.0f}M parameters")
+    _seed_everything()
+    model = cls(config).eval()
+    gen_config = getattr(model, "generation_config", None)
+    if config.is_encoder_decoder and gen_config is not None and gen_config.decoder_start_token_id is None:
+        # Checkpoints ship this in generation_config.json; a model built from a config has none.
+        gen_config.decoder_start_token_id = next(
+            (i for i in (getattr(config, "pad_token_id", None), getattr(config, "bos_token_id", None))
+             if isinstance(i, int)), 0)
+    return model, n
+
+
+def check(arch: Architecture) -> dict[str, Any]:
+    """The report record of one architecture; never raises for a model's failure."""
+    run = Run(arch)
+    rec = run.record
+    models: dict[str, Any] = {}
+
+    def build_cpu():
+        models["cpu"], rec["parameters"] = _build(arch)
+
+    def build_neuron(_):
+        models["neuron"] = run.on_neuron(lambda: copy.deepcopy(models["cpu"]).to("neuron"))
+
+    if not run.stage("build", build_cpu, build_neuron):
+        return rec
+    cpu_model, dev_model = models["cpu"], models["neuron"]
+    gen = torch.Generator().manual_seed(SEED)
+    inputs: dict[str, torch.Tensor] = {}
+
+    def forward_cpu():
+        inputs.update(forward_inputs(cpu_model, arch.head, gen))
+        with torch.no_grad():
+            return tensors(cpu_model(**inputs))
+
+    def forward_neuron(expected):
+        with torch.no_grad():
+            got = tensors(run.on_neuron(lambda: dev_model(**_to(inputs, "neuron"))))
+        rec["max_abs_error"]["forward"] = compare(expected, got, "forward")
+
+    if not run.stage("forward", forward_cpu, forward_neuron):
+        return rec
+
+    train_inputs = dict(inputs)
+    y = labels(cpu_model, arch.head, train_inputs, torch.Generator().manual_seed(SEED + 1))
+    if y is not None:
+        train_inputs["labels"] = y
+
+    def train_step(model, device):
+        model.train()
+        model.zero_grad(set_to_none=True)
+        out = model(**_to(train_inputs, device))
+        loss = out.loss if getattr(out, "loss", None) is not None else generic_loss(out)
+        loss.backward()
+        grads = [(n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
+        model.eval()
+        return [("loss", loss.detach())] + grads
+
+    def backward_cpu():
+        try:
+            return train_step(cpu_model, "cpu")
+        except Exception:  # noqa: BLE001 - the head's own labels may not fit: generic loss
+            if "labels" not in train_inputs:
+                raise
+            del train_inputs["labels"]
+            return train_step(cpu_model, "cpu")
+
+    def backward_neuron(expected):
+        got = run.on_neuron(lambda: train_step(dev_model, "neuron"))
+        rec["max_abs_error"]["backward"] = compare(expected, got, "backward")
+
+    run.stage("backward", backward_cpu, backward_neuron)
+
+    if not (hasattr(cpu_model, "can_generate") and cpu_model.can_generate()):
+        return rec
+    gen_inputs: dict[str, torch.Tensor] = {}
+
+    def generate(model, device):
+        with torch.no_grad():
+            return model.generate(**_to(gen_inputs, device), max_new_tokens=NEW_TOKENS,
+                                  do_sample=False, num_beams=1)
+
+    def generate_cpu():
+        gen_inputs.update(main_input(cpu_model, torch.Generator().manual_seed(SEED + 2)))
+        return generate(cpu_model, "cpu")
+
+    def generate_neuron(expected):
+        got = run.on_neuron(lambda: generate(dev_model, "neuron"))
+        got = getattr(got, "sequences", got).cpu()
+        expected = getattr(expected, "sequences", expected)
+        if not torch.equal(got, expected):
+            raise Mismatch(f"generate: neuron ids {got.tolist()} != CPU ids {expected.tolist()}")
+
+    run.stage("generate", generate_cpu, generate_neuron)
+    return rec

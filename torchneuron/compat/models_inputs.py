@@ -1,0 +1,128 @@
+"""Inputs for a tiny model, derived from its `main_input_name` and its config (never from a
+hand-written per-model list), plus the labels its head's training loss takes. Everything is
+made on the CPU from a fixed seed; the neuron run gets copies."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from .models_shrink import special_token_ids
+
+BATCH = 2
+SEQ = 8
+DECODER_SEQ = 5
+AUDIO_SAMPLES = 4000
+FEATURE_FRAMES = 64
+
+
+class NoInputRecipe(Exception):
+    """The model's main input is of a kind the battery cannot make from its config."""
+
+
+def _sub(config, *names):
+    """The first attribute among `names` on the config or on its vision/audio/text parts."""
+    for part in (config, *(getattr(config, p, None) for p in
+                           ("vision_config", "audio_config", "encoder_config", "text_config",
+                            "encoder"))):
+        if part is None:
+            continue
+        for name in names:
+            value = getattr(part, name, None)
+            if value is not None:
+                return value
+    return None
+
+
+def vocab_size(config) -> int:
+    v = _sub(config, "vocab_size")
+    if not isinstance(v, int):
+        raise NoInputRecipe("config has no vocab_size for input_ids")
+    return v
+
+
+def token_ids(config, shape, gen: torch.Generator) -> torch.Tensor:
+    """Ordinary token ids: inside the vocabulary, avoiding every special id the config names."""
+    vocab = vocab_size(config)
+    specials = special_token_ids(config)
+    allowed = torch.tensor([i for i in range(vocab) if i not in specials])
+    if len(allowed) == 0:
+        raise NoInputRecipe("every id of the vocabulary is a special token")
+    return allowed[torch.randint(len(allowed), shape, generator=gen)]
+
+
+def _image_size(config) -> tuple[int, int]:
+    size = _sub(config, "image_size", "input_size", "img_size")
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, (list, tuple)) and len(size) >= 2:
+        return int(size[-2]), int(size[-1])
+    return 32, 32
+
+
+def main_input(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """The model's main input (and attention mask) from its config."""
+    config, name = model.config, model.main_input_name
+    if name == "input_ids":
+        ids = token_ids(config, (BATCH, SEQ), gen)
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if name == "pixel_values":
+        channels = _sub(config, "num_channels", "in_channels", "in_chans") or 3
+        h, w = _image_size(config)
+        return {name: torch.randn(BATCH, channels, h, w, generator=gen)}
+    if name == "input_values":
+        return {name: torch.randn(BATCH, AUDIO_SAMPLES, generator=gen)}
+    if name == "input_features":
+        mel_bins = _sub(config, "num_mel_bins")
+        source_positions = _sub(config, "max_source_positions")
+        if isinstance(mel_bins, int) and isinstance(source_positions, int):
+            # Whisper-style encoders: (batch, mel bins, 2 frames per encoder position).
+            return {name: torch.randn(BATCH, mel_bins, 2 * source_positions, generator=gen)}
+        per_frame = _sub(config, "input_feat_per_channel", "feature_size", "num_mel_bins",
+                         "input_dim")
+        if isinstance(per_frame, int):
+            channels = _sub(config, "input_channels") or 1
+            return {name: torch.randn(BATCH, FEATURE_FRAMES, per_frame * channels, generator=gen)}
+        raise NoInputRecipe("input_features without a feature size in the config")
+    raise NoInputRecipe(f"no recipe for main input {name!r}")
+
+
+def accepts(model, name: str) -> bool:
+    params = inspect.signature(model.forward).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _named(model, name: str) -> bool:
+    return name in inspect.signature(model.forward).parameters
+
+
+def forward_inputs(model, head: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Main input plus what an encoder-decoder's forward needs (decoder ids)."""
+    inputs = main_input(model, gen)
+    if "attention_mask" in inputs and not _named(model, "attention_mask"):
+        del inputs["attention_mask"]
+    if getattr(model.config, "is_encoder_decoder", False) and _named(model, "decoder_input_ids"):
+        inputs["decoder_input_ids"] = token_ids(model.config, (BATCH, DECODER_SEQ), gen)
+    return inputs
+
+
+def labels(model, head: str, inputs: dict[str, torch.Tensor], gen: torch.Generator):
+    """Labels for the head's own loss, or None where the battery uses a generic loss instead."""
+    if not _named(model, "labels"):
+        return None
+    config = model.config
+    if head in ("causal_lm", "masked_lm") and "input_ids" in inputs:
+        return inputs["input_ids"].clone()
+    if head == "seq2seq_lm":
+        if "decoder_input_ids" in inputs:
+            return inputs["decoder_input_ids"].clone()
+        return token_ids(config, (BATCH, DECODER_SEQ), gen)
+    num_labels = getattr(config, "num_labels", 2)
+    if head == "sequence_classification":
+        return torch.randint(num_labels, (BATCH,), generator=gen)
+    if head == "token_classification" and "input_ids" in inputs:
+        return torch.randint(num_labels, inputs["input_ids"].shape, generator=gen)
+    if head == "ctc":
+        return torch.randint(1, vocab_size(config), (BATCH, 3), generator=gen)
+    return None

@@ -1,0 +1,127 @@
+"""The model battery's report: totals per stage, reports/models.json (every record),
+reports/models.md (a table per architecture) and reports/models.png (status by family).
+
+Counting: an architecture whose stage fails on the CPU ("cpu_fail") or that the battery cannot
+build at all is "not buildable/runnable on CPU" and is left out of that stage's denominator; it
+is not a neuron failure. A crash or hang counts against neuron."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+from .models_check import CPU_FAIL, FAIL, NA, PASS, STAGES
+
+
+def outcome(rec: dict) -> str:
+    """One word per architecture for the chart: pass, neuron fail, or not runnable on CPU."""
+    statuses = [rec[s] for s in STAGES]
+    if rec["build"] == CPU_FAIL or rec["forward"] == CPU_FAIL:
+        return "not runnable on CPU"
+    if any(s not in (PASS, NA, CPU_FAIL) for s in statuses):
+        return "neuron fail"
+    return "pass"
+
+
+def totals(records: list[dict]) -> dict:
+    """Per stage: how many ran on the CPU (the denominator) and how many of those passed."""
+    out = {"tried": len(records),
+           "buildable_on_cpu": sum(r["build"] not in (CPU_FAIL,) for r in records),
+           "runnable_on_cpu": sum(outcome(r) != "not runnable on CPU" for r in records),
+           "float64_allowed": sum(bool(r.get("float64_allowed")) for r in records),
+           "stages": {}}
+    for stage in STAGES:
+        ran = [r for r in records if r[stage] not in (CPU_FAIL, NA)]
+        passed = sum(r[stage] == PASS for r in ran)
+        out["stages"][stage] = {"ran_on_cpu": len(ran), "pass_on_neuron": passed,
+                                "rate": passed / len(ran) if ran else None}
+    runnable = [r for r in records if outcome(r) != "not runnable on CPU"]
+    all_pass = sum(outcome(r) == "pass" for r in runnable)
+    out["all_stages"] = {"runnable_on_cpu": len(runnable), "pass_on_neuron": all_pass,
+                         "rate": all_pass / len(runnable) if runnable else None}
+    return out
+
+
+def failure_causes(records: list[dict], top: int = 15) -> list[tuple[str, int]]:
+    """Neuron failure causes, grouped by their first words (ids and numbers vary)."""
+    causes = collections.Counter()
+    for r in records:
+        if outcome(r) == "neuron fail":
+            causes[(r["cause"] or "?")[:90]] += 1
+    return causes.most_common(top)
+
+
+def _fmt_err(rec: dict) -> str:
+    errs = rec.get("max_abs_error") or {}
+    return " / ".join(f"{errs[k]:.1e}" for k in ("forward", "backward") if k in errs) or ""
+
+
+def markdown(records: list[dict], meta: dict) -> str:
+    t = totals(records)
+    lines = ["# Model compatibility battery", "",
+             f"transformers {meta.get('transformers')}, torch {meta.get('torch')}; "
+             f"command: `{meta.get('command')}`; {meta.get('seconds', 0):.0f} s.", "",
+             "| | count |", "|---|---|",
+             f"| architectures tried | {t['tried']} |",
+             f"| buildable on CPU (tiny config) | {t['buildable_on_cpu']} |",
+             f"| build + forward run on CPU | {t['runnable_on_cpu']} |",
+             f"| needed float64 (run under NEURON_FLOAT64=allow) | {t['float64_allowed']} |", "",
+             "| stage | ran on CPU | pass on neuron | rate |", "|---|---|---|---|"]
+    for stage, s in t["stages"].items():
+        rate = f"{100 * s['rate']:.1f}%" if s["rate"] is not None else "-"
+        lines.append(f"| {stage} | {s['ran_on_cpu']} | {s['pass_on_neuron']} | {rate} |")
+    a = t["all_stages"]
+    rate = f"{100 * a['rate']:.1f}%" if a["rate"] is not None else "-"
+    lines += [f"| **every stage** | {a['runnable_on_cpu']} | {a['pass_on_neuron']} | {rate} |", ""]
+    causes = failure_causes(records)
+    if causes:
+        lines += ["## Neuron failures by cause", "", "| cause | architectures |", "|---|---|"]
+        lines += [f"| {c.replace('|', '/')} | {n} |" for c, n in causes] + [""]
+    lines += ["## Per architecture", "",
+              "| model type | class | family | build | forward | backward | generate | "
+              "max abs err (fwd / bwd) | s CPU | s neuron | cause |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        cause = (r["cause"] or "").replace("|", "/")[:120]
+        f64 = " (float64 allowed)" if r.get("float64_allowed") else ""
+        lines.append(f"| {r['model_type']} | {r['class']} | {r['family']} | {r['build']} | "
+                     f"{r['forward']} | {r['backward']} | {r['generate']} | {_fmt_err(r)} | "
+                     f"{r['seconds']['cpu']:.2f} | {r['seconds']['neuron']:.2f} | {cause}{f64} |")
+    return "\n".join(lines) + "\n"
+
+
+def chart(records: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = ("pass", "neuron fail", "not runnable on CPU")
+    colors = {"pass": "#2e7d32", "neuron fail": "#c62828", "not runnable on CPU": "#9e9e9e"}
+    families = sorted({r["family"] for r in records})
+    counts = {k: [sum(outcome(r) == k for r in records if r["family"] == f) for f in families]
+              for k in kinds}
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    left = [0] * len(families)
+    for k in kinds:
+        ax.barh(families, counts[k], left=left, color=colors[k], label=k)
+        left = [a + b for a, b in zip(left, counts[k])]
+    ax.set_xlabel("architectures")
+    ax.set_title("Hugging Face architectures on neuron vs CPU, by family")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(records: list[dict], meta: dict, folder: str) -> dict[str, str]:
+    os.makedirs(folder, exist_ok=True)
+    paths = {k: os.path.join(folder, f"models.{k}") for k in ("json", "md", "png")}
+    with open(paths["json"], "w") as f:
+        json.dump({"meta": meta, "totals": totals(records), "records": records}, f, indent=1,
+                  default=str)
+    with open(paths["md"], "w") as f:
+        f.write(markdown(records, meta))
+    chart(records, paths["png"])
+    return paths

@@ -1,0 +1,208 @@
+"""Tiny configs: a model type's default config (full size, e.g. 32 layers of 4096) rewritten by
+key-name rules to a few layers of small, mutually consistent sizes, so that hundreds of
+architectures build and run in seconds each. The rules act on the config's dict form and the
+config class rebuilds (and validates) it, exactly as from_pretrained would."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+HIDDEN = 64
+HEADS = 4
+KV_HEADS = 2
+HEAD_DIM = HIDDEN // HEADS
+INTERMEDIATE = 64
+LAYERS = 2
+VOCAB = 256
+MAX_POSITIONS = 512
+IMAGE_SIZE = 32
+PATCH_SIZE = 4
+EXPERTS = 4
+EXPERTS_PER_TOKEN = 2
+
+_HIDDEN_KEYS = {
+    "hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "d_embed", "model_dim",
+    "word_embed_proj_dim", "embedding_size", "hidden_dim", "d_hidden", "emb_dim", "embedding_dim",
+    "text_embed_dim", "vision_embed_dim", "encoder_hidden_size", "decoder_hidden_size",
+    "projection_dim", "proj_dim", "output_hidden_size", "hidden_channels", "block_out_channels",
+}
+_HEAD_KEYS = {
+    "num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
+    "decoder_attention_heads", "num_decoder_attention_heads", "encoder_num_attention_heads",
+    "decoder_num_attention_heads",
+}
+_KV_HEAD_KEYS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
+_INTERMEDIATE_KEYS = {
+    "intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner",
+    "ffn_hidden_size", "decoder_intermediate_size", "encoder_intermediate_size", "d_inner",
+    "mlp_dim", "feed_forward_size", "intermediate_dim",
+}
+_SMALL_INTERMEDIATE_KEYS = {"moe_intermediate_size", "shared_expert_intermediate_size",
+                            "expert_intermediate_size"}
+_EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
+_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k", "moe_k"}
+_POSITION_KEYS = {"max_position_embeddings", "n_positions", "max_target_positions",
+                  "max_source_positions", "n_ctx", "max_seq_len", "max_sequence_length"}
+_DEPTH_KEYS = {"depth", "num_blocks", "n_layers", "n_layer"}
+_LAYERS = re.compile(r"(^|_)layers$")
+_HEAD_DIM = re.compile(r"head_dim$")
+_LORA_RANK = re.compile(r"lora_rank$")
+_RANDOM_FLOAT = re.compile(r"dropout|drop_path|layerdrop|_prob$|dropout_rate")
+
+
+def _shrink_list(key: str, value: list, layers_before: int | None) -> list:
+    if layers_before and len(value) == layers_before and len(value) > LAYERS:
+        return value[:LAYERS]  # per-layer settings (layer_types, ...) follow the layer count
+    if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    if key in ("depths", "num_layers", "layers", "block_repeats", "stage_depths"):
+        return [1] * len(value)
+    if "heads" in key:
+        return [min(v, 1 << i) for i, v in enumerate(value)]
+    if key in ("hidden_sizes", "embed_dims", "conv_dim", "channels", "dims", "block_out_channels",
+               "embed_dim", "encoder_hidden_sizes", "neck_hidden_sizes"):
+        return [max(8, v // 16 // 8 * 8) if v > 128 else v for v in value]
+    if key == "mrope_section" or key == "mrope_sections":
+        return _scaled_sections(value, HEAD_DIM // 2)
+    return value
+
+
+def _scaled_sections(sections: list[int], total: int) -> list[int]:
+    """Splits `total` in the proportions of `sections` (rotary sections must sum to it)."""
+    whole = sum(sections)
+    out = [max(1, s * total // whole) for s in sections]
+    out[-1] += total - sum(out)
+    return out
+
+
+def _shrink_int(key: str, value: int) -> int:
+    if key in _HIDDEN_KEYS:
+        return min(value, HIDDEN)
+    if key in _HEAD_KEYS:
+        return min(value, HEADS)
+    if key in _KV_HEAD_KEYS:
+        return min(value, KV_HEADS)
+    if key in _INTERMEDIATE_KEYS:
+        return min(value, INTERMEDIATE)
+    if key in _SMALL_INTERMEDIATE_KEYS:
+        return min(value, INTERMEDIATE // 2)
+    if key in _EXPERT_KEYS:
+        return min(value, EXPERTS)
+    if key in _TOPK_KEYS:
+        return min(value, EXPERTS_PER_TOKEN)
+    if key in ("n_group", "topk_group", "n_shared_experts", "num_shared_experts"):
+        return min(value, 1)
+    if key in _POSITION_KEYS:
+        return min(value, MAX_POSITIONS)
+    if key == "num_feat_extract_layers":
+        return value  # must equal len(conv_dim); the conv stack stays, only its width shrinks
+    if key in _DEPTH_KEYS or _LAYERS.search(key):
+        return min(value, LAYERS)
+    if _HEAD_DIM.search(key):
+        return min(value, HEAD_DIM)
+    if _LORA_RANK.search(key):
+        return min(value, HEAD_DIM)
+    if key == "vocab_size":
+        return min(value, VOCAB)
+    if key == "image_size":
+        return min(value, IMAGE_SIZE)
+    if key == "patch_size":
+        return min(value, PATCH_SIZE)
+    if key == "num_conv_pos_embeddings":
+        return min(value, 16)
+    return value
+
+
+def _layer_count(d: dict) -> int | None:
+    if isinstance(d.get("depths"), list):
+        return None  # a staged (vision) model: its lists are per stage, not per layer
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "decoder_layers", "n_layers"):
+        if isinstance(d.get(key), int):
+            return d[key]
+    return None
+
+
+def shrink_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """The tiny version of one config dict; nested dicts (sub-configs) are shrunk the same way."""
+    layers_before = _layer_count(d)
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if not isinstance(key, str):
+            out[key] = value  # id2label and friends: int keys, nothing to shrink
+        elif isinstance(value, dict):
+            out[key] = shrink_dict(value)
+        elif isinstance(value, bool) or value is None:
+            out[key] = value
+        elif isinstance(value, int):
+            out[key] = _shrink_int(key, value)
+        elif isinstance(value, float) and _RANDOM_FLOAT.search(key):
+            out[key] = 0.0  # no randomness in forward: CPU and neuron RNG streams differ
+        elif isinstance(value, list):
+            out[key] = _shrink_list(key, value, layers_before)
+        else:
+            out[key] = value
+    if isinstance(out.get("depths"), list) and isinstance(out.get("num_layers"), int):
+        out["num_layers"] = len(out["depths"])  # stage count, not depth: stays as the list says
+    for key in ("out_features", "out_indices", "stage_names"):
+        out.pop(key, None)  # backbone outputs name stages; let the config derive them again
+    # head_dim is derived from the full-size defaults; recompute it from the shrunk sizes.
+    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
+    if isinstance(out.get("head_dim"), int) and isinstance(hidden, int) and isinstance(heads, int):
+        out["head_dim"] = max(1, hidden // heads)
+    _remap_token_ids(out)
+    return out
+
+
+def _remap_token_ids(d: dict[str, Any]) -> None:
+    """Special token ids past the shrunk vocabulary move to its top, distinct ids staying
+    distinct, so embeddings never index out of range."""
+    vocab = d.get("vocab_size")
+    if not isinstance(vocab, int):
+        text = d.get("text_config")
+        vocab = text.get("vocab_size") if isinstance(text, dict) else None
+    if not isinstance(vocab, int):
+        return
+    moved: dict[int, int] = {}
+
+    def remap(i):
+        if isinstance(i, int) and not isinstance(i, bool) and i >= vocab:
+            if i not in moved:
+                moved[i] = vocab - 1 - len(moved)
+            return moved[i]
+        return i
+
+    for key in sorted(d):
+        if key.endswith(("_token_id", "_token_index", "_token_ids")) or key == "decoder_start_token_id":
+            value = d[key]
+            d[key] = [remap(v) for v in value] if isinstance(value, list) else remap(value)
+
+
+def special_token_ids(config) -> set[int]:
+    """Every token id a config (or its sub-configs) names: inputs avoid them, so that no
+    image/audio placeholder token asks for inputs the battery does not give."""
+    ids: set[int] = set()
+
+    def visit(d: dict):
+        for key, value in d.items():
+            if isinstance(value, dict):
+                visit(value)
+            elif isinstance(key, str) and (key.endswith("_id") or "token" in key):
+                for v in value if isinstance(value, list) else [value]:
+                    if isinstance(v, int) and not isinstance(v, bool):
+                        ids.add(v)
+
+    visit(config.to_dict())
+    return ids
+
+
+def tiny_config(model_type: str):
+    """The model type's config with the battery's tiny sizes."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config_class = CONFIG_MAPPING[model_type]
+    full = config_class().to_dict()
+    small = shrink_dict(full)
+    small.pop("transformers_version", None)
+    small.pop("model_type", None)
+    return config_class.from_dict(small)
