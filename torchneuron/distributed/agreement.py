@@ -27,8 +27,10 @@ _DTYPES = [getattr(torch, n) for n in (
     "uint64")]
 _DTYPE_CODES = {d: i + 1 for i, d in enumerate(_DTYPES)}
 _MAX_DIMS = 8
-# op, tensor count, signature hash, then the first tensor: dtype, ndim, dims.
-_HEAD = 5 + _MAX_DIMS
+# op, tensor count, signature hash, whether the call is valid on its own, then the first
+# tensor: dtype, ndim, dims; then (alltoall_base_ only) elements sent to / expected from each rank.
+_OP, _COUNT, _HASH, _VALID, _DTYPE, _NDIM, _DIMS = range(7)
+_HEAD = _DIMS + _MAX_DIMS
 
 
 def _flatten(value) -> list[torch.Tensor]:
@@ -51,14 +53,18 @@ def _describe(dtype_code: int, dims: list[int]) -> str:
 
 def _fingerprint(op_name: str, args: tuple, world: int) -> torch.Tensor:
     fp = torch.full((_HEAD + 2 * world,), -1, dtype=torch.int64)
+    valid = True
     if op_name == "alltoall_base_":
         out, inp, out_splits, in_splits = args[0], args[1], args[3], args[4]
         tensors = [inp]
-        row = inp[0].numel() if inp.dim() and inp.shape[0] else 0
-        # Elements this rank sends to / expects from each peer; the peers must mirror them.
-        send = [s * row for s in in_splits] or [inp.numel() // world] * world
-        recv = [s * row for s in out_splits] or [out.numel() // world] * world
-        fp[_HEAD:] = torch.tensor(send + recv, dtype=torch.int64)
+        rows_in, rows_out = (inp.shape[0] if inp.dim() else 1), (out.shape[0] if out.dim() else 1)
+        row = inp.numel() // rows_in if rows_in else 0
+        in_splits = list(in_splits) or [rows_in // world] * world
+        out_splits = list(out_splits) or [rows_out // world] * world
+        valid = (sum(in_splits) == rows_in and sum(out_splits) == rows_out
+                 and len(in_splits) == len(out_splits) == world)
+        if valid:
+            fp[_HEAD:] = torch.tensor([s * row for s in in_splits + out_splits])
         # Rows may differ between ranks; what a row is may not.
         dtype, dims = inp.dtype, list(inp.shape[1:])
         sig = [_DTYPE_CODES.get(dtype, 0), *dims]
@@ -66,39 +72,49 @@ def _fingerprint(op_name: str, args: tuple, world: int) -> torch.Tensor:
         tensors = _flatten(args[AGREEING_ARGS[op_name]])
         sig = _signature(tensors)
         dtype, dims = (tensors[0].dtype, list(tensors[0].shape)) if tensors else (None, [])
-    fp[0] = _OP_CODES[op_name]
-    fp[1] = len(tensors)
-    fp[2] = hash(tuple(sig)) & ((1 << 62) - 1)  # ints hash the same in every process
+    fp[_OP] = _OP_CODES[op_name]
+    fp[_COUNT] = len(tensors)
+    fp[_HASH] = hash(tuple(sig)) & ((1 << 62) - 1)  # ints hash the same in every process
+    fp[_VALID] = int(valid)
     if dtype is not None:
-        fp[3] = _DTYPE_CODES.get(dtype, 0)
-        fp[4] = len(dims)
-        fp[5:5 + min(len(dims), _MAX_DIMS)] = torch.tensor(dims[:_MAX_DIMS], dtype=torch.int64)
+        fp[_DTYPE] = _DTYPE_CODES.get(dtype, 0)
+        fp[_NDIM] = len(dims)
+        fp[_DIMS:_DIMS + min(len(dims), _MAX_DIMS)] = torch.tensor(dims[:_MAX_DIMS],
+                                                                   dtype=torch.int64)
     return fp
 
 
+def _side(fp: torch.Tensor) -> str:
+    n, dims = int(fp[_COUNT]), fp[_DIMS:_DIMS + int(fp[_NDIM])].tolist()
+    more = f" (and {n - 1} more)" if n > 1 else ""
+    return f"{n} tensor(s), first {_describe(int(fp[_DTYPE]), dims)}{more}"
+
+
 def _explain(op_name: str, me: int, fps: torch.Tensor) -> str | None:
+    """The first disagreement, looking at every rank's fingerprint, so that every rank finds
+    one when there is one (a rank that went on alone would leave gloo waiting)."""
     names = {code: name for name, code in _OP_CODES.items()}
-    mine = fps[me]
-    for r in range(fps.shape[0]):
-        other = fps[r]
-        if other[0] != mine[0]:
+    world = fps.shape[0]
+    for r in range(world):
+        if fps[r][_OP] != fps[me][_OP]:
             return (f"rank {me} called c10d::{op_name}, rank {r} called "
-                    f"c10d::{names.get(int(other[0]), 'another collective')}")
-        if not torch.equal(other[:_HEAD], mine[:_HEAD]):
-            def side(fp):
-                n, dims = int(fp[1]), fp[5:5 + int(fp[4])].tolist()
-                more = f" (and {n - 1} more)" if n > 1 else ""
-                return f"{n} tensor(s), first {_describe(int(fp[3]), dims)}{more}"
-            return (f"rank {me} passes {side(mine)}, rank {r} passes {side(other)}; every rank "
-                    "must pass tensors of the same shapes and dtypes")
+                    f"c10d::{names.get(int(fps[r][_OP]), 'another collective')}")
+    for r in range(world):
+        if not fps[r][_VALID]:
+            return (f"rank {r}'s split sizes do not match its tensors (they must add up to "
+                    "the first dimension, one per rank)")
+    for r in range(world):
+        if not torch.equal(fps[r][:_HEAD], fps[me][:_HEAD]):
+            return (f"rank {me} passes {_side(fps[me])}, rank {r} passes {_side(fps[r])}; "
+                    "every rank must pass tensors of the same shapes and dtypes")
     if op_name == "alltoall_base_":
-        world = fps.shape[0]
-        recv = mine[_HEAD + world:]
-        for r in range(world):
-            sends = int(fps[r][_HEAD + me])
-            if sends != int(recv[r]):
-                return (f"rank {r} sends {sends} elements to rank {me}, which expects "
-                        f"{int(recv[r])} from it (input and output split sizes must mirror)")
+        for src in range(world):
+            for dst in range(world):
+                sends = int(fps[src][_HEAD + dst])
+                expects = int(fps[dst][_HEAD + world + src])
+                if sends != expects:
+                    return (f"rank {src} sends {sends} elements to rank {dst}, which expects "
+                            f"{expects} from it (input and output split sizes must mirror)")
     return None
 
 

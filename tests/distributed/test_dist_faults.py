@@ -1,0 +1,182 @@
+"""What goes wrong across processes fails clearly and in bounded time: a rank that dies or never
+arrives, ranks that disagree on a collective, a tensor on another rank's device."""
+
+import datetime
+import os
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+from dist_world import World, init_group
+
+PG_TIMEOUT_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def world():
+    with World(2) as w:
+        yield w
+
+
+def my_device():
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def expect_error(fn):
+    try:
+        fn()
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+# ------------------------------------------------------------------ disagreements (group survives)
+
+def mismatched_shapes_body():
+    t = torch.ones(4 if dist.get_rank() == 0 else 8, device=my_device())
+    error = expect_error(lambda: dist.all_reduce(t))
+    # Nothing was sent: the group is still usable.
+    u = torch.ones(3, device=my_device())
+    dist.all_reduce(u)
+    return error, u.cpu()
+
+
+def test_mismatched_shapes_fail_clearly_on_all_ranks(world):
+    results = world.run(mismatched_shapes_body, timeout=60)
+    for r, (error, after) in enumerate(results):
+        assert error is not None and "mismatched collective c10d::allreduce_" in error
+        assert f"rank {r} passes 1 tensor(s), first float32[{4 if r == 0 else 8}]" in error
+        assert f"rank {1 - r} passes 1 tensor(s), first float32[{8 if r == 0 else 4}]" in error
+        torch.testing.assert_close(after, torch.full((3,), 2.0))
+
+
+def mismatched_gather_body():
+    n = 4 if dist.get_rank() == 0 else 2
+    out = torch.empty(2 * n, device=my_device())
+    return expect_error(lambda: dist.all_gather_into_tensor(out, torch.ones(n, device=my_device())))
+
+
+def test_mismatched_all_gather_sizes(world):
+    for error in world.run(mismatched_gather_body, timeout=60):
+        assert "mismatched collective c10d::_allgather_base_" in error
+
+
+def different_collectives_body():
+    t = torch.ones(4, device=my_device())
+    if dist.get_rank() == 0:
+        return expect_error(lambda: dist.all_reduce(t))
+    return expect_error(lambda: dist.broadcast(t, src=0))
+
+
+def test_different_collectives(world):
+    e0, e1 = world.run(different_collectives_body, timeout=60)
+    assert "rank 0 called c10d::allreduce_, rank 1 called c10d::broadcast_" in e0
+    assert "rank 1 called c10d::broadcast_, rank 0 called c10d::allreduce_" in e1
+
+
+def mismatched_splits_body():
+    rank = dist.get_rank()
+    inp = torch.ones(4, device=my_device())
+    out = torch.empty(4, device=my_device())
+    # rank 0 sends 1 element to rank 1, but rank 1 expects 2 from rank 0.
+    in_splits, out_splits = ([3, 1], [3, 1]) if rank == 0 else ([2, 2], [2, 2])
+    not_mirrored = expect_error(lambda: dist.all_to_all_single(out, inp, out_splits, in_splits))
+    # rank 1's output splits add up to 5 rows for a 4-row tensor.
+    in_splits, out_splits = ([2, 2], [2, 2]) if rank == 0 else ([2, 2], [2, 3])
+    invalid = expect_error(lambda: dist.all_to_all_single(out, inp, out_splits, in_splits))
+    return not_mirrored, invalid
+
+
+def test_mismatched_all_to_all_splits(world):
+    for not_mirrored, invalid in world.run(mismatched_splits_body, timeout=60):
+        assert "rank 0 sends 1 elements to rank 1, which expects 2" in not_mirrored
+        assert "rank 1's split sizes do not match its tensors" in invalid
+
+
+def wrong_device_body():
+    rank = dist.get_rank()
+    dist.all_reduce(torch.ones(2, device=my_device()))  # this process's device: neuron:rank
+    other = torch.ones(2, device=torch.device("neuron", 1 - rank))
+    return expect_error(lambda: dist.all_reduce(other))
+
+
+def test_tensor_on_another_ranks_device(world):
+    for r, error in enumerate(world.run(wrong_device_body, timeout=60)):
+        assert (f"got a tensor on neuron:{1 - r}, but this rank communicates on neuron:{r}"
+                in error)
+
+
+def mixed_devices_body():
+    out = [torch.empty(2, device=my_device()), torch.empty(2)]
+    return expect_error(lambda: dist.all_gather(out, torch.ones(2, device=my_device())))
+
+
+def test_neuron_and_cpu_tensors_in_one_collective(world):
+    for error in world.run(mixed_devices_body, timeout=60):
+        assert "Expected all tensors to be on the same device" in error
+
+
+def init_bound(rank, size, init_method, backend, pg_timeout_s):
+    torch.neuron.set_device(rank)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=size,
+                            device_id=torch.device("neuron", rank),
+                            timeout=datetime.timedelta(seconds=pg_timeout_s))
+
+
+def bound_device_body():
+    other = torch.ones(2, device=torch.device("neuron", 1 - dist.get_rank()))
+    return expect_error(lambda: dist.all_reduce(other)), str(dist.group.WORLD.bound_device_id)
+
+
+def test_tensor_off_the_bound_device_id():
+    with World(2, setup=init_bound) as w:
+        for r, (error, bound) in enumerate(w.run(bound_device_body, timeout=60)):
+            assert bound == f"neuron:{r}"
+            assert f"this rank communicates on neuron:{r} (init_process_group(device_id" in error
+
+
+# ------------------------------------------------------------------ lost ranks (group is broken)
+
+def dies_body():
+    t = torch.ones(1 << 20, device=my_device())
+    if dist.get_rank() == 1:
+        threading.Timer(0.3, os._exit, args=(7,)).start()  # dies in the middle of the loop
+    start = time.monotonic()
+    error = None
+    try:
+        for _ in range(100000):
+            dist.all_reduce(t)
+    except RuntimeError as e:
+        error = str(e)
+    return error, time.monotonic() - start
+
+
+def test_rank_dying_mid_collective_fails_the_others():
+    with World(2, pg_timeout_s=PG_TIMEOUT_S) as w:
+        (status0, value0), (status1, exitcode) = w.run_each(dies_body, timeout=60)
+        w.close(force=True)
+    assert (status1, exitcode) == ("died", 7)
+    assert status0 == "ok"
+    error, elapsed = value0
+    assert error is not None and ("Connection closed by peer" in error
+                                  or "Connection reset by peer" in error), error
+    assert elapsed < PG_TIMEOUT_S + 5
+
+
+def absent_body():
+    if dist.get_rank() == 1:
+        time.sleep(PG_TIMEOUT_S + 2)  # never joins the collective
+        return None
+    start = time.monotonic()
+    error = expect_error(lambda: dist.all_reduce(torch.ones(4, device=my_device())))
+    return error, time.monotonic() - start
+
+
+def test_absent_rank_times_out():
+    with World(2, pg_timeout_s=PG_TIMEOUT_S) as w:
+        (error, elapsed), _ = w.run(absent_body, timeout=60)
+        w.close(force=True)
+    assert error is not None and f"Timed out waiting {int(PG_TIMEOUT_S * 1000)}ms" in error
+    assert PG_TIMEOUT_S - 0.5 < elapsed < PG_TIMEOUT_S + 5
