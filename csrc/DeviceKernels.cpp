@@ -67,8 +67,7 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   AliasSession s(query.device().index());
   // The CPU's choice depends on requires_grad (flash has no gradient for a learned mask, e.g.
   // T5's position bias), which fresh aliases lack: carry it over. A fresh alias is a leaf, so
-  // the flag is set on it directly: no dispatched op (a detach() would reach the Python mode
-  // that torch.compile traces under, with a real tensor among its fakes).
+  // the flag is set on it directly.
   auto alias = [&s](const at::Tensor& t) {
     at::Tensor a = s.to_cpu(t);
     if (t.requires_grad() && a.is_floating_point()) a.requires_grad_(true);
@@ -76,8 +75,11 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
   };
   std::optional<at::Tensor> mask_cpu;
   if (attn_mask.has_value() && attn_mask->defined()) mask_cpu = alias(*attn_mask);
-  return at::_fused_sdp_choice(alias(query), alias(key), alias(value), mask_cpu, dropout_p,
-                               is_causal, scale, enable_gqa);
+  // Straight to the CPU kernel: torch.compile traces SDPA with fake tensors under a Python
+  // mode, and a full dispatch would hand it these real aliases.
+  return at::_ops::_fused_sdp_choice::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CPU), alias(query), alias(key), alias(value),
+      mask_cpu, dropout_p, is_causal, scale, enable_gqa);
 }
 
 }  // namespace
