@@ -3,7 +3,6 @@ parses, rescan it (what is left is what could not be fixed) and write it."""
 
 from __future__ import annotations
 
-import ast
 import difflib
 from dataclasses import dataclass, field
 from typing import Callable
@@ -11,7 +10,7 @@ from typing import Callable
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from . import rules, sources
+from . import rules, sources, syntax
 from .notebook import Notebook, NotebookError
 from .rewriter import rewrite
 from .scanner import Finding, Scanner
@@ -34,9 +33,12 @@ class FileResult:
 def scan_source(source: str, enabled: Callable[[str], bool] = lambda c: True,
                 fix: bool = False) -> tuple[list[Finding], str]:
     """Findings in Python `source`, and the source after the fixes (the same text if not `fix`)."""
+    try:
+        syntax.check(source)
+    except syntax.BadSyntax as e:
+        raise PortError(str(e)) from None
     if not any(t in source for t in rules.TRIGGERS):
-        _check_syntax(source)  # nothing to find, but bad input is still reported
-        return [], source
+        return [], source  # nothing to find
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as e:
@@ -64,17 +66,6 @@ def scan_source(source: str, enabled: Callable[[str], bool] = lambda c: True,
     return findings, new
 
 
-def _check_syntax(source: str) -> None:
-    """The fast C parser first; libcst (which knows newer grammar than this Python) decides."""
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError):
-        try:
-            cst.parse_module(source)
-        except cst.ParserSyntaxError as e:
-            raise PortError(f"{e.raw_line}:{e.raw_column + 1}: syntax error: {e.message}") from None
-
-
 def process(path: str, fix: bool = False, write: bool = True,
             enabled: Callable[[str], bool] = lambda c: True) -> FileResult:
     """Check (or fix) one file. Never raises for bad input: it becomes an error in the result."""
@@ -87,7 +78,7 @@ def process(path: str, fix: bool = False, write: bool = True,
         return result
     python = notebook.python() if notebook else text
     if notebook:
-        result.errors += [f"cell {i}: skipped, {why}" for i, why in notebook.skipped]
+        result.errors += [f"cell {i}: {why}" for i, why in notebook.skipped]
     try:
         before, new_python = scan_source(python, enabled, fix)
         after = scan_source(new_python, enabled)[0] if new_python != python else before

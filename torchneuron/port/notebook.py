@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-import libcst as cst
+from . import syntax
 
 _MARKER = "# %% torchneuron-port cell {} %%"
 _MARKER_LINE = re.compile(r"^# %% torchneuron-port cell (\d+) %%\n", re.MULTILINE)
@@ -36,7 +36,7 @@ class Notebook:
     data: dict
     text: str
     cells: list[_Cell]
-    skipped: list[tuple[int, str]]  # (cell, why) for code cells that are not Python
+    skipped: list[tuple[int, str]]  # (cell, why) for code cells that do not parse
 
     @classmethod
     def parse(cls, text: str) -> "Notebook":
@@ -52,8 +52,7 @@ class Notebook:
             src = cell.get("source", "")
             src = "".join(src) if isinstance(src, list) else str(src)
             if src.startswith("%%") and not src.startswith(_PYTHON_CELL_MAGICS):
-                skipped.append((i, f"cell magic {src.split()[0]}"))
-                continue
+                continue  # %%bash, %%html ...: not Python
             c = _Cell(i, "", src.endswith("\n"))
             lines = src.split("\n")
             for n, line in enumerate(lines):
@@ -63,9 +62,9 @@ class Notebook:
                     c.magics.append(line)
             c.source = "\n".join(lines) + ("" if c.trailing_newline else "\n")
             try:
-                cst.parse_module(c.source)
-            except cst.ParserSyntaxError as e:
-                skipped.append((i, f"syntax error at line {e.raw_line}: {e.message}"))
+                syntax.check(c.source)
+            except syntax.BadSyntax as e:
+                skipped.append((i, f"skipped, {e}"))
                 continue
             cells.append(c)
         return cls(data, text, cells, skipped)

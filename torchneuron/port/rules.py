@@ -27,8 +27,8 @@ RULES = _rules(
     # --- device placement and device strings --------------------------------------------------
     Rule("TNP001", "`.cuda()` moves to CUDA",
          "`.to(torch.accelerator.current_accelerator())`",
-         "a device argument that is not provably an index: use "
-         "`.to(torch.device(torch.accelerator.current_accelerator().type, i))`"),
+         "for an index `i` use `.to(torch.device(torch.accelerator.current_accelerator().type, "
+         "i))`; for a storage in `map_location`, pass `map_location=` the device instead"),
     Rule("TNP002", "device string 'cuda' where a device is expected",
          "the current accelerator (`torch.accelerator.current_accelerator()`, or its `.type`)",
          "name the device with `torch.accelerator.current_accelerator()`"),

@@ -80,7 +80,7 @@ class Scanner(cst.CSTVisitor):
 
     # ---- reporting ------------------------------------------------------------------------------
     def report(self, node: cst.CSTNode, code: str, message: str = "",
-               fixes: dict[cst.CSTNode, Fix] | None = None) -> None:
+               fixes: dict[cst.CSTNode, Fix] | None = None, writes_torch: bool = True) -> None:
         pos = self.get_metadata(PositionProvider, node).start
         if not self.enabled(code) or self._suppressed(pos.line, code):
             return
@@ -91,7 +91,7 @@ class Scanner(cst.CSTVisitor):
         self.scan.findings.append(Finding(pos.line, pos.column + 1, code, text, fixable))
         for target, fix in (fixes or {}).items():
             self.scan.fixes[id(target)] = fix
-        if fixable:
+        if fixable and writes_torch:
             self.scan.needs_torch = True
 
     def _suppressed(self, line: int, code: str) -> bool:
@@ -105,6 +105,8 @@ class Scanner(cst.CSTVisitor):
     def qname(self, node: cst.CSTNode) -> str | None:
         """What a name or attribute chain refers to, through imports; None for local values.
         Code that never imports torch (a notebook cell, a snippet) is read as written."""
+        if dotted_name(node) is None:  # `f(x).to`: libcst would say "f.to"
+            return None
         names = self.get_metadata(QualifiedNameProvider, node, set())
         found = sorted(q.name for q in names
                        if q.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN))
@@ -244,7 +246,7 @@ class Scanner(cst.CSTVisitor):
         for i, arg in enumerate(node.args):
             if keyword(arg) == "pin_memory_device" and cuda_device_string(string_value(arg.value)):
                 self.handled.add(id(arg.value))
-                self.report(arg, "TNP007", fixes={
+                self.report(arg, "TNP007", writes_torch=False, fixes={
                     node: lambda upd, i=i: upd.with_changes(args=remove_arg(upd.args, i))})
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -443,6 +445,9 @@ class Scanner(cst.CSTVisitor):
             self.report(call.func.attr, "TNP001")
             return
         value = found[1].value if found else None
+        if self._in_map_location(call):  # a storage: its .to() takes no positional device
+            self.report(call.func.attr, "TNP001", "`.cuda()` in `map_location`")
+            return
         if value is None or (isinstance(value, cst.Name) and value.value == "None"):
             device = rules.ACCEL
         elif self.is_index(value):
@@ -463,6 +468,13 @@ class Scanner(cst.CSTVisitor):
             return upd.with_changes(func=upd.func.with_changes(attr=cst.Name("to")),
                                     args=tidy_commas([new_arg(dest), *kept]))
         self.report(call.func.attr, "TNP001", fixes={call: fix})
+
+    def _in_map_location(self, node: cst.CSTNode) -> bool:
+        parent = self.parent(node)
+        while parent is not None and not isinstance(parent, cst.Lambda):
+            parent = self.parent(parent)
+        arg = self.parent(parent) if parent is not None else None
+        return isinstance(arg, cst.Arg) and keyword(arg) == "map_location"
 
     def _torch_device(self, call: cst.Call) -> None:
         if len(call.args) != 1 or call.args[0].keyword is not None:
@@ -499,7 +511,7 @@ class Scanner(cst.CSTVisitor):
         for s in (value, getattr(value, "body", None), getattr(value, "orelse", None)):
             if s is not None:
                 self.handled.add(id(s))
-        self.report(arg, "TNP501", "backend=NCCL", fixes={
+        self.report(arg, "TNP501", "backend=NCCL", writes_torch=False, fixes={
             call: lambda upd: upd.with_changes(args=remove_arg(upd.args, i, params))})
 
     def _is_nccl(self, node: cst.CSTNode) -> bool:
@@ -526,7 +538,9 @@ class Scanner(cst.CSTVisitor):
         """'cuda' or 'cuda:N': find what the string is for, from the nearest real parent."""
         top, parent = node, self.parent(node)
         while (isinstance(parent, cst.IfExp) and top is not parent.test) or isinstance(
-                parent, cst.BooleanOperation):
+                parent, cst.BooleanOperation) or (  # "cuda:" + str(rank)
+                isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Add)
+                and top is parent.left and value.endswith(":")):
             top, parent = parent, self.parent(parent)
         if isinstance(parent, cst.ComparisonTarget) or (
                 isinstance(parent, cst.Comparison) and top is parent.left) or self._in_comparison(

@@ -1,0 +1,98 @@
+"""The corpus: small real-looking CUDA programs (training loops, a DDP script, a Hugging Face
+fine-tuning loop, a notebook). For each, what `port check` finds (<name>.findings), what
+`port fix` writes (<name>.fixed.*), and that the rewritten program gives the same results on
+neuron as on the CPU. Set PORT_UPDATE_CORPUS=1 to rewrite the expectations (then read the diff)."""
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from torchneuron.port import engine
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+PROGRAMS = ["mnist_cnn.py", "amp_benchmark.py", "ddp_train.py", "hf_finetune.py",
+            "linear_regression.ipynb"]
+# bf16 autocast runs different kernels on the two devices; everything else is float32
+TOLERANCE = {"amp_benchmark.py": dict(rtol=2e-2, atol=2e-3)}
+UPDATE = os.environ.get("PORT_UPDATE_CORPUS") == "1"
+
+
+def fixed_name(name):
+    stem, ext = os.path.splitext(name)
+    return f"{stem}.fixed{ext}"
+
+
+def listing(findings):
+    out = []
+    for f in findings:
+        cell = f"cell {f.cell}:" if f.cell is not None else ""
+        out.append(f"{cell}{f.line}:{f.col} {f.code} {'fix' if f.fixable else 'hint'}\n")
+    return "".join(out)
+
+
+def expect(path, actual):
+    if UPDATE:
+        with open(path, "w") as f:
+            f.write(actual)
+    with open(path) as f:
+        assert actual == f.read(), f"differs from {os.path.relpath(path, HERE)}"
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_findings(name):
+    result = engine.process(os.path.join(CORPUS, name))
+    assert not result.errors
+    expect(os.path.join(CORPUS, os.path.splitext(name)[0] + ".findings"),
+           listing(result.findings))
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_fix(name, tmp_path):
+    path = str(tmp_path / name)
+    shutil.copy(os.path.join(CORPUS, name), path)
+    before = engine.process(path)
+    first = engine.process(path, fix=True)
+    assert not first.errors and first.new_text is not None
+    with open(path) as f:
+        expect(os.path.join(CORPUS, fixed_name(name)), f.read())
+    # what is left is exactly what had no fix, and a second run changes nothing
+    assert sorted(f.code for f in first.findings) == sorted(
+        f.code for f in before.findings if not f.fixable)
+    second = engine.process(path, fix=True)
+    assert second.new_text is None and second.fixed == 0
+
+
+def test_every_program_has_something_left_to_fix_or_not():
+    """The corpus covers the codes the issue names; keep it that way."""
+    found = set()
+    for name in PROGRAMS:
+        found |= {f.code for f in engine.process(os.path.join(CORPUS, name)).findings}
+    assert {"TNP001", "TNP002", "TNP005", "TNP101", "TNP103", "TNP105", "TNP106", "TNP107",
+            "TNP108", "TNP110", "TNP201", "TNP202", "TNP301", "TNP303", "TNP401", "TNP501",
+            "TNP502"} <= found
+
+
+def _flatten(value):
+    if isinstance(value, dict):
+        return [x for k in sorted(value) for x in _flatten(value[k])]
+    if isinstance(value, list):
+        return [x for v in value for x in _flatten(v)]
+    return [float(value)]
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_rewritten_program_runs_the_same_on_neuron_and_cpu(name, corpus_runs):
+    results = {}
+    for device in ("cpu", "neuron"):
+        path = os.path.join(corpus_runs[device], fixed_name(name) + ".json")
+        assert os.path.exists(path), f"{fixed_name(name)} wrote no result on {device}"
+        with open(path) as f:
+            results[device] = json.load(f)
+    assert results["cpu"].keys() == results["neuron"].keys()
+    torch.testing.assert_close(torch.tensor(_flatten(results["neuron"]), dtype=torch.float64),
+                               torch.tensor(_flatten(results["cpu"]), dtype=torch.float64),
+                               **TOLERANCE.get(name, dict(rtol=1e-4, atol=1e-6)))
