@@ -25,7 +25,7 @@ setup(
             name="torchneuron._C",
             sources=sources,
             include_dirs=[os.path.join(HERE, "csrc")],
-            extra_compile_args=["-O2", "-std=c++17", "-Wno-unused-parameter"],
+            extra_compile_args=["-O2", "-Wno-unused-parameter"],
         )
     ]
     if BUILD_EXT
