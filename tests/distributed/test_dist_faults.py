@@ -180,3 +180,12 @@ def test_absent_rank_times_out():
         w.close(force=True)
     assert error is not None and f"Timed out waiting {int(PG_TIMEOUT_S * 1000)}ms" in error
     assert PG_TIMEOUT_S - 0.5 < elapsed < PG_TIMEOUT_S + 5
+
+
+def test_shape_check_can_be_turned_off(python):
+    # NEURON_DIST_CHECK=0 (for latency-bound programs) reaches the backend; bad values are refused.
+    off = python("import torch, torchneuron.distributed.agreement as a; print(a.enabled)",
+                 env={"NEURON_DIST_CHECK": "0"})
+    assert off.stdout.strip() == "False", off.stderr
+    bad = python("import torch", env={"NEURON_DIST_CHECK": "maybe"})
+    assert bad.returncode != 0 and "NEURON_DIST_CHECK='maybe' is not valid" in bad.stderr

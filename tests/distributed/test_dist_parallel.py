@@ -297,3 +297,24 @@ def test_distributed_checkpoint_round_trip_is_bit_exact(world, tmp_path):
         assert set(local.values()) == {f"neuron:{r}"}
         for k, v in saved[0].items():
             assert torch.equal(loaded[k], v), k
+
+
+# ------------------------------------------------------------------------------- DTensor random
+
+def dtensor_random_body():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    mesh = init_device_mesh("neuron", (2,))
+    d = distribute_tensor(torch.zeros(4, 4, device=device()), mesh, [Shard(0)])
+    d.normal_()  # sharded parameter init, as FSDP2 meta-device init and TorchTitan do it
+    return d.full_tensor().cpu()
+
+
+@pytest.mark.xfail(strict=True, raises=Exception, reason=(
+    "DTensor's OffsetBasedRNGTracker reads the device generator state as CUDA's Philox "
+    "(seed, offset) in 16 bytes; neuron's generator state is the CPU mt19937 state (5056 bytes), "
+    "so the offset assertion fails. Fix: a Philox-style state in csrc/NeuronGenerator."))
+def test_dtensor_random_ops(world):
+    full = world.run(dtensor_random_body)[0]
+    assert full.shape == (4, 4) and not torch.equal(full[:2], full[2:])

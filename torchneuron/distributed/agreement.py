@@ -4,7 +4,8 @@ process from its I/O thread (`op.preamble.length <= op.nbytes`), and the other r
 "Connection reset by peer". With it every rank raises an error that names both sides.
 
 The check costs one small all_gather (a fixed-size int64 fingerprint per rank) per collective.
-Point-to-point ops are not checked: a pairwise check would cost a round trip each way."""
+Point-to-point ops are not checked: a pairwise check would cost a round trip each way.
+NEURON_DIST_CHECK=0 (runtime/config.py) turns the check off, for latency-bound programs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ AGREEING_ARGS = {
     "reduce_scatter_tensor_coalesced_": 0, "alltoall_": 1, "gather_": 1, "scatter_": 0,
 }
 CHECKED_OPS = tuple(AGREEING_ARGS) + ("alltoall_base_",)
+enabled = True  # set from the configuration by backend.register()
 _OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS)}
 _DTYPES = [getattr(torch, n) for n in (
     "float32", "float64", "float16", "bfloat16", "uint8", "int8", "int16", "int32", "int64",
@@ -120,7 +122,7 @@ def _explain(op_name: str, me: int, fps: torch.Tensor) -> str | None:
 
 def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
     """Raises on every rank when the ranks' calls of this collective disagree."""
-    if op_name not in _OP_CODES:
+    if not enabled or op_name not in _OP_CODES:
         return
     world, me = group.size(), group.rank()
     if world == 1:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
-from . import collectives
+from ..runtime import config
+from . import agreement, collectives
 
 BACKEND_NAME = "neuron"
 
@@ -26,6 +27,7 @@ def _create_backend(opts, backend_options) -> ProcessGroupGloo:
 
 def register() -> None:
     """Registers the backend and its kernels; safe to call more than once."""
+    agreement.enabled = config.load().dist_check
     collectives.register_kernels()
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return

@@ -8,6 +8,8 @@ each one is listed in the README.
   NEURON_HBM_BYTES           HBM capacity per device, e.g. 8GiB, 512MiB or 1073741824
                              (default: the profile's)
   NEURON_FLOAT64             float64 arithmetic: error (default) or allow
+  NEURON_DIST_CHECK          before each collective on neuron tensors, check that all ranks
+                             pass the same shapes (one small extra all_gather): 1 (default) or 0
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Config:
     visible_cores: tuple[int, ...]
     hbm_bytes_per_device: int
     float64_policy: str
+    dist_check: bool = True
 
     @property
     def device_count(self) -> int:
@@ -99,4 +102,8 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if f64 not in FLOAT64_POLICIES:
         raise _bad("NEURON_FLOAT64", env["NEURON_FLOAT64"], ", ".join(FLOAT64_POLICIES))
 
-    return Config(profile, lnc, cores, hbm, f64)
+    dist_check_text = env.get("NEURON_DIST_CHECK", "1").strip()
+    if dist_check_text not in ("0", "1"):
+        raise _bad("NEURON_DIST_CHECK", dist_check_text, "1, 0")
+
+    return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1")
