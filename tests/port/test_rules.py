@@ -1024,6 +1024,17 @@ ok = isinstance(torch.ones(1), torch.cuda.FloatTensor)
      'TNP006-',
      None),
 
+    ('device_module_arg', """\
+import torch
+p = torch.cuda.get_device_properties("cuda")
+m = torch.cuda.memory_allocated("cuda:0")
+""",
+     'TNP112- TNP002+ TNP107+ TNP002+',
+     """\
+import torch
+p = torch.cuda.get_device_properties((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+m = torch.accelerator.memory_allocated((torch.accelerator.current_accelerator() or torch.device("cpu")).type + ":0") if torch.accelerator.is_available() else 0
+"""),
 ]
 
 

@@ -11,6 +11,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from . import rules, sources, syntax
+from .facts import Facts
 from .notebook import Notebook, NotebookError
 from .rewriter import rewrite
 from .scanner import Finding, Scanner
@@ -44,8 +45,10 @@ def scan_source(source: str, enabled: Callable[[str], bool] = lambda c: True,
     except cst.ParserSyntaxError as e:
         raise PortError(f"{e.raw_line}:{e.raw_column + 1}: syntax error: {e.message}") from None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # parsed here, used once
-    scanner = Scanner(source.splitlines(), enabled)
-    wrapper.visit(scanner)
+    facts = Facts(module)
+    scanner = Scanner(source.splitlines(), facts, enabled)
+    with facts.resolve(wrapper):
+        wrapper.visit(scanner)
     findings = sorted(scanner.scan.findings, key=lambda f: (f.line, f.col, f.code))
     if not fix or not scanner.scan.fixes:
         return findings, source

@@ -11,11 +11,14 @@ from .cst_util import dotted_name
 from .scanner import Scan
 
 
+_Name = tuple[str, str | None, str | None]  # (module, object, alias) as RemoveImportsVisitor takes
+
+
 class _Apply(cst.CSTTransformer):
     def __init__(self, scan: Scan):
         super().__init__()
         self.fixes = scan.fixes
-        self.cuda_imports: list[tuple[str, str | None, str | None]] = []  # (module, obj, asname)
+        self.cuda_imports: list[_Name] = []
 
     def on_leave(self, original, updated):
         if isinstance(original, (cst.Import, cst.ImportFrom)):
@@ -24,7 +27,7 @@ class _Apply(cst.CSTTransformer):
         return fix(updated) if fix is not None else updated
 
 
-def _torch_cuda_names(node: cst.Import | cst.ImportFrom) -> list[tuple[str, str | None, str | None]]:
+def _torch_cuda_names(node: cst.Import | cst.ImportFrom) -> list[_Name]:
     """Names an import binds to torch.cuda or below. A plain `import torch.cuda` binds `torch`
     itself, so only aliased module imports are candidates for removal."""
     if isinstance(node.names, cst.ImportStar):

@@ -39,7 +39,8 @@ RULES = _rules(
          "`x.device.type != \"cpu\"`"),
     Rule("TNP005", "command-line option defaults to or offers 'cuda'",
          "default becomes the current accelerator's type",
-         "add the accelerator's type (`torch.accelerator.current_accelerator().type`) to `choices`"),
+         "add the accelerator's type (`torch.accelerator.current_accelerator().type`) to "
+         "`choices`"),
     Rule("TNP006", "legacy CUDA tensor type (`torch.cuda.FloatTensor`, ...)", None,
          "use `torch.tensor(..., dtype=..., device=...)` and `x.dtype` / `x.device` checks"),
     Rule("TNP007", "`pin_memory_device=\"cuda\"`",
@@ -70,7 +71,8 @@ RULES = _rules(
     Rule("TNP112", "CUDA device properties (name, capability, bf16 support)", None,
          "query `torch.accelerator.get_device_capability()` or `torch.get_device_module()`"),
     Rule("TNP113", "`torch.cuda` RNG state", None,
-         "use `torch.get_device_module().get_rng_state()` or `torch.random.fork_rng(device_type=...)`"),
+         "use `torch.get_device_module().get_rng_state()` or "
+         "`torch.random.fork_rng(device_type=...)`"),
     Rule("TNP114", "CUDA graphs", None, "use `torch.accelerator.Graph`, or drop the graph capture"),
     Rule("TNP115", "NVTX ranges", None, "use `torch.profiler.record_function`"),
     Rule("TNP116", "`torch.cuda.OutOfMemoryError`", "`torch.OutOfMemoryError`", ""),
@@ -232,6 +234,8 @@ DEVICE_FIRST_ARG = {
     "torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.set_default_device",
     "torch.Generator", "torch.get_device_module", "torch.Event", "torch.Stream",
 }
+# ... as do the device modules' functions (memory_allocated("cuda:0"), get_device_name(...)).
+DEVICE_MODULES = ("torch.cuda.", "torch.accelerator.")
 # ... and calls with a device in another position.
 DEVICE_ARG_POSITION = {"torch.load": 1, "torch.serialization.load": 1}
 # keyword arguments that name a device

@@ -1,0 +1,183 @@
+"""The torch.cuda API: each reference is looked up in rules.CUDA_API and, where the table has a
+target, rewritten to it (arguments adjusted to the target's signature, and guarded where the
+target raises without an accelerator)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import rules
+from .cst_util import (
+    as_keyword,
+    as_positional,
+    dotted_name,
+    expr,
+    find_arg,
+    fit,
+    insert_first,
+    keyword,
+    new_arg,
+    positional,
+    tidy_commas,
+)
+
+if TYPE_CHECKING:
+    from .scanner import Fix, Scanner
+
+
+def reference(sc: Scanner, node: cst.CSTNode, q: str, call: cst.Call | None) -> None:
+    """`torch.cuda.<name>`, called (`call` is the Call) or not."""
+    name = q[len("torch.cuda."):] if q != "torch.cuda" else ""
+    name = name.removeprefix("memory.") if name.startswith("memory.") else name
+    api = rules.CUDA_API.get(name)
+    shown = f"`{q}()`" if call is not None else f"`{q}`"
+    if api is None:
+        head = name.split(".")[0]
+        if name in rules.LEGACY_TYPES:
+            code = "TNP006"
+        elif head in rules.CUDA_API and rules.CUDA_API[head].target is None:
+            code = rules.CUDA_API[head].code  # e.g. torch.cuda.nvtx.range_push
+        else:
+            code = "TNP199"
+        sc.report(node, code, shown)
+        return
+    if api.target is None:
+        sc.report(node, api.code, shown)
+    elif call is None:
+        _bare_reference(sc, node, api, shown)
+    else:
+        fixes = _fix_api_call(sc, call, api)
+        sc.report(node, api.code, shown, fixes=fixes)
+
+
+def _bare_reference(sc: Scanner, node: cst.CSTNode, api: rules.Api, shown: str) -> None:
+    parent = sc.facts.parent(node)
+    target = api.target
+    fixes = None
+    if isinstance(parent, cst.Decorator) and api.kind == "custom_fwd":
+        dev = sc.facts.device_type(node)
+        fixes = {node: lambda upd: cst.Call(func=expr(target),
+                                            args=[new_arg(expr(dev), "device_type")])}
+    elif api.bare and not isinstance(parent, cst.AssignTarget):
+        fixes = {node: lambda upd: expr(target)}
+    sc.report(node, api.code, shown, fixes=fixes)
+
+
+def _fix_api_call(sc: Scanner, call: cst.Call, api: rules.Api) -> dict[cst.CSTNode, Fix] | None:
+    target = expr(api.target)
+    args = call.args
+    if any(a.star for a in args):
+        return None
+    kind = api.kind
+    fixes: dict[cst.CSTNode, Fix] = {}
+    if kind == "rename":
+        def fix(upd: cst.Call) -> cst.CSTNode:
+            new_args = list(upd.args)
+            if api.target.startswith("torch.accelerator."):  # positional-only parameters
+                for i, a in enumerate(new_args):
+                    if keyword(a) in ("device", "device_index"):
+                        new_args = [as_positional(a)] + new_args[:i] + new_args[i + 1:]
+            return upd.with_changes(func=target, args=tidy_commas(new_args))
+        if api.absent is not None and not sc.facts.guarded(call):
+            line = _alone_on_line(sc, call)
+            if line is not None and api.absent == "None":
+                fixes[line] = _guard_statement
+            else:
+                rename, parent, absent = fix, sc.facts.parent(call), api.absent
+                fix = lambda upd: fit(cst.IfExp(  # noqa: E731
+                    test=expr(rules.AVAILABLE), body=rename(upd), orelse=expr(absent)), parent)
+        fixes[call] = fix
+    elif kind == "event":
+        if len(positional(args)) > len(rules.EVENT_PARAMS):
+            return None
+        fixes[call] = lambda upd: upd.with_changes(func=target, args=tidy_commas(
+            [as_keyword(a, rules.EVENT_PARAMS[i]) if a.keyword is None else a
+             for i, a in enumerate(upd.args)]))
+    elif kind == "stream":
+        if positional(args) or any(keyword(a) != "priority" for a in args):
+            return None
+        fixes[call] = lambda upd: upd.with_changes(func=target)
+    elif kind == "index":
+        found = find_arg(args, "device", 0)
+        if found is None or len(args) != 1 or not (
+                sc.facts.is_index(found[1].value) or isinstance(found[1].value, cst.Name)
+                and found[1].value.value == "None"):
+            return None
+        fixes[call] = lambda upd: upd.with_changes(
+            func=target, args=[as_positional(upd.args[0]).with_changes(
+                comma=cst.MaybeSentinel.DEFAULT)])
+    elif kind == "seed":
+        if not _next_to_torch_seed(sc, call):
+            return None
+        fixes[call] = lambda upd: upd.with_changes(func=target)
+    elif kind == "autocast":
+        if len(positional(args)) > len(rules.AUTOCAST_PARAMS):
+            return None
+        dev = sc.facts.device_type(call)
+        fixes[call] = lambda upd: upd.with_changes(func=target, args=insert_first(
+            [as_keyword(a, rules.AUTOCAST_PARAMS[i]) if a.keyword is None else a
+             for i, a in enumerate(upd.args)], new_arg(expr(dev), "device_type")))
+    elif kind == "grad_scaler":
+        dev = sc.facts.device_type(call)
+        fixes[call] = lambda upd: upd.with_changes(
+            func=target, args=insert_first(upd.args, new_arg(expr(dev))))
+    elif kind == "custom_fwd":
+        dev = sc.facts.device_type(call)
+        fixes[call] = lambda upd: upd.with_changes(
+            func=target, args=tidy_commas([*upd.args, new_arg(expr(dev), "device_type")]))
+    return fixes
+
+
+def _alone_on_line(sc: Scanner, call: cst.Call) -> cst.SimpleStatementLine | None:
+    stmt = sc.facts.parent(call)
+    line = sc.facts.parent(stmt) if isinstance(stmt, cst.Expr) else None
+    if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+        return line
+    return None
+
+
+def _next_to_torch_seed(sc: Scanner, call: cst.Call) -> bool:
+    """`torch.cuda.manual_seed_all(s)` next to `torch.manual_seed(s)` (only other seeding in
+    between): replacing it by another `torch.manual_seed(s)` changes no RNG state."""
+    if len(call.args) != 1 or call.args[0].keyword is not None:
+        return False
+    seed = cst.Module([]).code_for_node(call.args[0].value)
+    stmt = sc.facts.parent(sc.facts.parent(call))
+    block = sc.facts.parent(stmt)
+    if not isinstance(stmt, cst.SimpleStatementLine) or block is None:
+        return False
+    body = list(block.body)
+    at = body.index(stmt)
+    for direction in (-1, 1):
+        i = at + direction
+        while 0 <= i < len(body):
+            c = _only_call(body[i])
+            if c is None:
+                break
+            if (sc.facts.qname(c.func) == "torch.manual_seed" and len(c.args) == 1
+                    and cst.Module([]).code_for_node(c.args[0].value) == seed):
+                return True
+            if "seed" not in (dotted_name(c.func) or ""):
+                break
+            i += direction
+    return False
+
+
+def _guard_statement(upd: cst.SimpleStatementLine) -> cst.If:
+    """`torch.accelerator.X()` raises where there is no accelerator, while `torch.cuda.X()` was a
+    no-op there (or failed just the same): run it only when there is one."""
+    return cst.If(test=expr(rules.AVAILABLE),
+                  body=cst.SimpleStatementSuite(body=upd.body,
+                                                trailing_whitespace=upd.trailing_whitespace),
+                  leading_lines=upd.leading_lines)
+
+
+def _only_call(stmt: cst.CSTNode) -> cst.Call | None:
+    if (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, cst.Call)):
+        return stmt.body[0].value
+    return None
+
+

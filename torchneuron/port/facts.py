@@ -1,0 +1,165 @@
+"""What the code around a node proves, from libcst's metadata: what a name refers to through
+the imports, whether an accelerator is known to be available at that point, and whether a value
+is provably an integer (so a device index). The scanner asks; nothing here reports or rewrites."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import (
+    ParentNodeProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+    ScopeProvider,
+)
+
+from . import rules
+from .cst_util import dotted_name, find_arg, positional, root_name, string_value
+
+
+class Facts(cst.MetadataDependent):
+    """Use inside `with facts.resolve(wrapper):`, where the metadata is available."""
+
+    METADATA_DEPENDENCIES = (ParentNodeProvider, QualifiedNameProvider, ScopeProvider)
+
+    def __init__(self, module: cst.Module):
+        super().__init__()
+        self.int_options: set[str] = set()  # argparse dests declared with type=int
+        module.visit(_IntOptions(self.int_options))
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.get_metadata(ParentNodeProvider, node, None)
+
+    def qname(self, node: cst.CSTNode) -> str | None:
+        """What a name or attribute chain refers to, through imports; None for local values.
+        Code that never imports torch (a notebook cell, a snippet) is read as written."""
+        if dotted_name(node) is None:  # `f(x).to`: libcst would say "f.to"
+            return None
+        names = self.get_metadata(QualifiedNameProvider, node, set())
+        found = sorted(q.name for q in names
+                       if q.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN))
+        if found:
+            return found[0]
+        if names:
+            return None
+        root = root_name(node)
+        if root is None or self.get_metadata(QualifiedNameProvider, root, set()):
+            return None
+        return dotted_name(node)
+
+    def assigned_values(self, name: cst.Name) -> list[cst.CSTNode] | None:
+        """Every value ever bound to `name` in its scope, or None if some binding is not a plain
+        assignment (a parameter, a loop, an import ...)."""
+        scope = self.get_metadata(ScopeProvider, name, None)
+        if scope is None:
+            return None
+        values = []
+        for assignment in scope[name.value]:
+            node = getattr(assignment, "node", None)
+            target = self.parent(node) if node is not None else None
+            stmt = self.parent(target) if target is not None else None
+            if isinstance(target, cst.AssignTarget) and isinstance(stmt, cst.Assign):
+                values.append(stmt.value)
+            elif isinstance(node, cst.Param):
+                values.append(node)
+            elif isinstance(target, cst.For) and target.target is node:
+                values.append(target)
+            else:
+                return None
+        return values or None
+
+    def proves_available(self, test: cst.CSTNode) -> bool:
+        """True when `test` being true means an accelerator is available."""
+        if isinstance(test, cst.Call):
+            return self.qname(test.func) in rules.AVAILABILITY_FUNCS
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self.proves_available(test.left) or self.proves_available(test.right)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            count = (isinstance(test.left, cst.Call)
+                     and self.qname(test.left.func) in ("torch.cuda.device_count",
+                                                        "torch.accelerator.device_count"))
+            return count and isinstance(target.comparator, cst.Integer) and (
+                (isinstance(target.operator, cst.GreaterThan) and target.comparator.value == "0")
+                or (isinstance(target.operator, cst.GreaterThanEqual)
+                    and target.comparator.value == "1"))
+        if isinstance(test, cst.Name):
+            values = self.assigned_values(test)
+            return bool(values) and all(isinstance(v, cst.BaseExpression)
+                                        and self.proves_available(v) for v in values)
+        return False
+
+    def proves_absent(self, test: cst.CSTNode) -> bool:
+        return (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+                and self.proves_available(test.expression))
+
+    def guarded(self, node: cst.CSTNode) -> bool:
+        """Inside code that only runs when an accelerator is available."""
+        child, parent = node, self.parent(node)
+        while parent is not None:
+            if isinstance(parent, (cst.IfExp, cst.If)):
+                if child is parent.body and self.proves_available(parent.test):
+                    return True
+                if child is parent.orelse and self.proves_absent(parent.test):
+                    return True
+            if (isinstance(parent, cst.BooleanOperation) and isinstance(parent.operator, cst.And)
+                    and child is parent.right and self.proves_available(parent.left)):
+                return True
+            child, parent = parent, self.parent(parent)
+        return False
+
+    def is_index(self, node: cst.CSTNode) -> bool:
+        """Provably an int (so a device index), from literals, int(), ranks and assignments."""
+        if isinstance(node, cst.Integer):
+            return True
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return self.is_index(node.expression)
+        if isinstance(node, cst.Call):
+            return self.qname(node.func) in rules.INT_FUNCS
+        if isinstance(node, cst.BinaryOperation) and isinstance(
+                node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)):
+            return self.is_index(node.left) and self.is_index(node.right)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            return node.attr.value in self.int_options and self.qname(node) is None
+        if isinstance(node, cst.Name):
+            values = self.assigned_values(node)
+            return bool(values) and all(self.binds_int(v) for v in values)
+        return False
+
+    def binds_int(self, value: cst.CSTNode) -> bool:
+        if isinstance(value, cst.Param):
+            ann = value.annotation
+            return ann is not None and isinstance(ann.annotation, cst.Name) \
+                and ann.annotation.value == "int"
+        if isinstance(value, cst.For):
+            it = value.iter
+            return isinstance(it, cst.Call) and self.qname(it.func) == "builtins.range"
+        return self.is_index(value)
+
+    def device_type(self, node: cst.CSTNode, quote: str = '"') -> str:
+        return rules.GUARDED_TYPE if self.guarded(node) else rules.device_type_expr(quote)
+
+
+class _IntOptions(cst.CSTVisitor):
+    """argparse options declared `type=int`: `args.local_rank` is then an index."""
+
+    def __init__(self, out: set[str]):
+        super().__init__()
+        self.out = out
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument"):
+            return
+        typ = find_arg(node.args, "type")
+        if typ is None or not (isinstance(typ[1].value, cst.Name) and typ[1].value.value == "int"):
+            return
+        dest = find_arg(node.args, "dest")
+        names = [string_value(a.value) or "" for a in positional(node.args)]
+        if dest is not None and string_value(dest[1].value):
+            self.out.add(string_value(dest[1].value))
+        for n in names:
+            if n.startswith("--"):
+                self.out.add(n[2:].replace("-", "_"))
+                break
+
+
