@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _C
-from . import agreement
+from . import agreement, direct_calls
 
 # The c10d ops with a PrivateUse1 kernel in PyTorch (torch/csrc/distributed/c10d/Ops.cpp), and
 # the position of the first tensor argument of each one, to find the group right after it.
@@ -105,6 +105,7 @@ def _ensure_cpu_backend(group: dist.ProcessGroup) -> None:
 
 def _kernel(op_name: str):
     op = getattr(torch.ops.c10d, op_name).default
+    direct = direct_calls.DIRECT.get(op_name)
 
     def run_on_cpu_aliases(*args):
         aliases = _Aliases()
@@ -113,6 +114,10 @@ def _kernel(op_name: str):
         _check_device(op_name, group, aliases)
         _ensure_cpu_backend(group)
         agreement.check(op_name, args, group)
+        if direct is not None:
+            result = direct(group, cpu_args, args)
+            if result is not None:
+                return result
         result = op(*cpu_args)
         # Every op with tensors in its result returns its first argument, updated in place:
         # hand back the caller's neuron tensors rather than their aliases.
