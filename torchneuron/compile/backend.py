@@ -21,6 +21,8 @@ from . import inductor
 _DROPPED_OPTIONS = {
     "triton.cudagraphs": "neuron has no device graphs (kernel launches are synchronous host "
                          "calls, so there is no launch overhead to capture)",
+    "cpp_wrapper": "the C++ wrapper needs an AOTInductor runtime header that exists only for "
+                   "built-in devices, so the Python wrapper calls the fused C++ kernels",
 }
 _MODE_NOTES = {
     "max-autotune": "Inductor's C++ GEMM templates are generated for CPU tensors only, so "

@@ -24,6 +24,10 @@ from . import inductor_cpu_paths
 from .device_interface import NeuronInterface
 
 DEVICE = "neuron"
+CPP_WRAPPER_UNSUPPORTED = (
+    "torch.compile on neuron does not support cpp_wrapper=True (AOTInductor's C++ wrapper has a "
+    "runtime header only for built-in devices); compile without it: the generated Python "
+    "wrapper calls the same fused C++ kernels")
 
 
 class _NeuronKernelCalls:
@@ -56,12 +60,13 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
 
 
 class NeuronCppWrapperCodegen(CppWrapperCpu):
-    """`cpp_wrapper=True`: the wrapper itself in C++, allocating through the AOTI shim, which
-    creates tensors on the PrivateUse1 device like any other."""
+    """`cpp_wrapper=True` would write the wrapper itself in C++ against a per-device header of
+    AOTInductor's (torch/csrc/inductor/cpp_wrapper/<device>.h) that exists only for built-in
+    devices, so neuron refuses it by name; backend="neuron" drops the option with a warning."""
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
-        return NeuronCppWrapperCodegen()
+        raise NotImplementedError(CPP_WRAPPER_UNSUPPORTED)
 
 
 class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
