@@ -2,7 +2,7 @@
 
 Two processes on 127.0.0.1 join one `neuron` process group and one plain gloo group. For every
 size, all_reduce and all_gather run on neuron tensors (neuron backend) and on CPU tensors (gloo),
-interleaved round by round so both see the same machine load; each figure is the best round.
+interleaved round by round so both see the same machine load (the machine may be shared).
 Bus bandwidth follows nccl-tests: all_reduce moves 2(n-1)/n of the buffer per rank, all_gather
 (n-1)/n of the gathered output. Then a DDP training step: its time over the same step in a single
 process, for neuron/neuron and for CPU/gloo.
@@ -47,60 +47,77 @@ def time_calls(fn, calls: int, group) -> float:
     return (time.perf_counter() - start) / calls
 
 
+def median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
 def bus_bandwidth(rounds: int, sizes: list[int], neuron_group, gloo_group) -> list[tuple]:
+    """Per size and collective: best bandwidth of each backend, and the median over rounds of
+    the per-round ratio (each round times both back to back, in alternating order, so that
+    load from other processes on the machine hits both alike)."""
     rows = []
     device = torch.device("neuron", torch.neuron.current_device())
     for nbytes in sizes:
         n = nbytes // 4
-        bufs = {}
+        bufs, groups = {}, {"neuron": neuron_group, "gloo": gloo_group}
         for kind, dev in (("neuron", device), ("gloo", torch.device("cpu"))):
             bufs[kind] = (torch.ones(n, device=dev),
                           torch.ones(n // WORLD, device=dev), torch.empty(n, device=dev))
-        groups = {"neuron": neuron_group, "gloo": gloo_group}
-        best = {(c, k): float("inf") for c in ("all_reduce", "all_gather") for k in groups}
         calls = calls_for(nbytes)
-        for _ in range(rounds):
-            for kind, group in groups.items():
-                full, part, out = bufs[kind]
-                fns = {"all_reduce": lambda: dist.all_reduce(full, group=group),
-                       "all_gather": lambda: dist.all_gather_into_tensor(out, part, group=group)}
-                for coll, fn in fns.items():
-                    fn()  # warm-up: gloo sets up buffers for a new size on first use
-                    best[(coll, kind)] = min(best[(coll, kind)], time_calls(fn, calls, group))
         for coll, factor in (("all_reduce", 2 * (WORLD - 1) / WORLD),
                              ("all_gather", (WORLD - 1) / WORLD)):
-            bw = {k: nbytes * factor / best[(coll, k)] / 1e9 for k in groups}
-            rows.append((coll, nbytes, bw["neuron"], bw["gloo"]))
+            fns = {}
+            for kind, group in groups.items():
+                full, part, out = bufs[kind]
+                fns[kind] = ((lambda f=full, g=group: dist.all_reduce(f, group=g))
+                             if coll == "all_reduce" else
+                             (lambda o=out, p=part, g=group:
+                              dist.all_gather_into_tensor(o, p, group=g)))
+                fns[kind]()  # warm-up: gloo sets up buffers for a new size on first use
+            best = {"neuron": float("inf"), "gloo": float("inf")}
+            ratios = []
+            for i in range(rounds):
+                t = {}
+                for kind in (("neuron", "gloo") if i % 2 == 0 else ("gloo", "neuron")):
+                    t[kind] = time_calls(fns[kind], calls, groups[kind])
+                    best[kind] = min(best[kind], t[kind])
+                ratios.append(t["gloo"] / t["neuron"])
+            bw = {k: nbytes * factor / best[k] / 1e9 for k in best}
+            rows.append((coll, nbytes, bw["neuron"], bw["gloo"], median(ratios)))
         del bufs
     return rows
 
 
 def ddp_step_overhead(rounds: int, neuron_group, gloo_group) -> dict[str, tuple[float, float]]:
-    """Seconds per training step in one process and under DDP, for both backends."""
+    """Median seconds per training step in one process and under DDP, for both backends;
+    the four are timed in turn within each round."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    out = {}
+    steps = {}
     device = torch.device("neuron", torch.neuron.current_device())
-    for kind, dev, group in (("neuron", device, neuron_group), ("gloo", torch.device("cpu"),
-                                                                 gloo_group)):
-        torch.manual_seed(0)
+    for kind, dev, group in (("neuron", device, neuron_group),
+                             ("gloo", torch.device("cpu"), gloo_group)):
         def make():
+            torch.manual_seed(0)
             return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(),
                                        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                                        torch.nn.Linear(1024, 10)).to(dev)
         x, y = torch.randn(64, 512, device=dev), torch.randint(0, 10, (64,), device=dev)
-        single, ddp = make(), DDP(make(), process_group=group)
-        times = {}
-        for name, model in (("single", single), ("ddp", ddp)):
+        for name, model in (("single", make()), ("ddp", DDP(make(), process_group=group))):
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            def step():
+            def step(model=model, opt=opt, x=x, y=y):
                 opt.zero_grad()
                 torch.nn.functional.cross_entropy(model(x), y).backward()
                 opt.step()
             step()
-            times[name] = min(time_calls(step, 10, group) for _ in range(rounds))
-        out[kind] = (times["single"], times["ddp"])
-    return out
+            steps[(kind, name)] = (step, group)
+    times = {key: [] for key in steps}
+    for _ in range(rounds):
+        for key, (step, group) in steps.items():
+            times[key].append(time_calls(step, 10, group))
+    return {kind: (median(times[(kind, "single")]), median(times[(kind, "ddp")]))
+            for kind in ("neuron", "gloo")}
 
 
 def worker(rank: int, port: int, args, queue) -> None:
@@ -116,13 +133,19 @@ def worker(rank: int, port: int, args, queue) -> None:
     dist.destroy_process_group()
 
 
+def agreement_enabled() -> bool:
+    from torchneuron.distributed import agreement
+
+    return agreement.enabled
+
+
 def human(nbytes: int) -> str:
     return f"{nbytes // MiB} MiB" if nbytes >= MiB else f"{nbytes // KiB} KiB"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="sizes up to 16 MiB only")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
@@ -136,13 +159,15 @@ def main() -> None:
     if any(p.exitcode != 0 for p in procs):
         sys.exit("a benchmark process failed")
 
-    print(f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, "
-          f"best of {args.rounds} rounds (GB/s)")
+    check = "on" if agreement_enabled() else "off (NEURON_DIST_CHECK=0)"
+    print(f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, best of "
+          f"{args.rounds} rounds (GB/s); ratio = median over rounds of neuron/gloo; "
+          f"shape check {check}")
     print(f"{'collective':<12}{'size':>9}{'neuron':>10}{'gloo cpu':>10}{'ratio':>8}")
-    for coll, nbytes, bw_n, bw_g in rows:
-        flag = "" if nbytes < MiB or bw_n >= 0.9 * bw_g else "  < 0.9x"
-        print(f"{coll:<12}{human(nbytes):>9}{bw_n:>10.3f}{bw_g:>10.3f}{bw_n / bw_g:>7.2f}x{flag}")
-    print("\nDDP training step (MLP 512-1024-1024-10, batch 64), ms per step")
+    for coll, nbytes, bw_n, bw_g, ratio in rows:
+        flag = "" if nbytes < MiB or ratio >= 0.9 else "  < 0.9x"
+        print(f"{coll:<12}{human(nbytes):>9}{bw_n:>10.3f}{bw_g:>10.3f}{ratio:>7.2f}x{flag}")
+    print("\nDDP training step (MLP 512-1024-1024-10, batch 64), median ms per step")
     print(f"{'backend':<10}{'1 process':>11}{'DDP x2':>9}{'overhead':>10}")
     for kind, (single, ddp_t) in ddp.items():
         print(f"{kind:<10}{single * 1e3:>11.2f}{ddp_t * 1e3:>9.2f}{(ddp_t - single) * 1e3:>10.2f}")
