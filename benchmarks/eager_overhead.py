@@ -2,16 +2,20 @@
 
 Each case runs on neuron and on CPU in the same process, interleaved, best of several rounds;
 the ratio neuron/CPU is the overhead torchneuron adds (every neuron kernel is a CPU kernel).
-Run: `.venv/bin/python benchmarks/eager_overhead.py` (or `make bench`).
+Run: `.venv/bin/python benchmarks/eager_overhead.py` (or `make bench`) from the repository root.
 """
 
 from __future__ import annotations
 
 import argparse
+import pathlib
+import sys
 import time
 from typing import Callable
 
 import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # for demo.gpt
 
 
 def best_time(fn: Callable[[], object], number: int) -> float:
@@ -32,21 +36,74 @@ def small_op_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
     scalar = torch.randn((), device=device)
     host = torch.randn(1024)  # 4 KiB
 
+    lin64 = torch.nn.Linear(64, 64).to(device)
+    x64 = torch.randn(8, 64, device=device)
+
     def linear_fwd_bwd():
         lin(x16).sum().backward()
+
+    def linear64_fwd_bwd():
+        lin64(x64).sum().backward()
 
     return {
         "add 16 floats": (lambda: a16 + a16, 2000),
         "matmul 64x64": (lambda: m64 @ m64, 1000),
         "Linear(16,16) fwd+bwd": (linear_fwd_bwd, 300),
+        "Linear(64,64) fwd+bwd": (linear64_fwd_bwd, 300),
         "in-place on a view": (lambda: view_base[:, 3].add_(1.0), 2000),
         ".item()": (lambda: scalar.item(), 2000),
         "cpu->device copy 4 KiB": (lambda: host.to(device), 2000),
     }
 
 
-def measure(rounds: int) -> list[tuple[str, float, float]]:
-    neuron, cpu = small_op_cases("neuron"), small_op_cases("cpu")
+def model_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(),
+                              torch.nn.Linear(2048, 512)).to(device)
+    opt = torch.optim.AdamW(mlp.parameters(), lr=1e-3)
+    x = torch.randn(64, 512, device=device)
+
+    def mlp_step():
+        opt.zero_grad(set_to_none=True)
+        mlp(x).square().mean().backward()
+        opt.step()
+
+    from demo.gpt import GPT
+
+    gpt = GPT(vocab=64, block=64).to(device)
+    gpt_opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3)
+    idx = torch.randint(0, 64, (16, 64), device=device)
+
+    def gpt_step():
+        gpt_opt.zero_grad(set_to_none=True)
+        gpt(idx, idx)[1].backward()
+        gpt_opt.step()
+
+    sizes = [(int(s) * 64) for s in torch.randint(1, 4096, (64,), generator=torch.Generator().manual_seed(0))]
+
+    def alloc_cycles():  # 10,000 allocate/free cycles of mixed sizes
+        for i in range(10_000):
+            torch.empty(sizes[i % 64], dtype=torch.uint8, device=device)
+
+    from torchneuron.compat.models_minilm import SENTENCES, load
+
+    minilm = load(device)
+
+    def minilm_batch():
+        with torch.no_grad():
+            minilm.encode(list(SENTENCES[:16]), batch_size=16, convert_to_tensor=True)
+
+    return {
+        "MLP 512-2048-512 AdamW step": (mlp_step, 20),
+        "all-MiniLM-L6-v2 batch 16": (minilm_batch, 10),
+        "GPT (demo) training step": (gpt_step, 5),
+        "allocator 10k alloc/free": (alloc_cycles, 2),
+    }
+
+
+def measure(rounds: int, cases=None) -> list[tuple[str, float, float]]:
+    cases = cases or small_op_cases
+    neuron, cpu = cases("neuron"), cases("cpu")
     rows = []
     for name in neuron:
         fn_n, number = neuron[name]
@@ -66,7 +123,7 @@ def main() -> None:
                         help="intra-op threads for both sides (1 is steadier on a busy machine)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    rows = measure(args.rounds)
+    rows = measure(args.rounds) + measure(max(2, args.rounds // 2), model_cases)
     print(f"{'case':<26} {'neuron us':>10} {'cpu us':>10} {'neuron/cpu':>11}")
     for name, t_n, t_c in rows:
         print(f"{name:<26} {t_n * 1e6:>10.2f} {t_c * 1e6:>10.2f} {t_n / t_c:>10.2f}x")
