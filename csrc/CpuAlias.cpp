@@ -41,6 +41,12 @@ at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
   TORCH_CHECK(
       neuron.layout() == c10::kStrided && neuron.has_storage(), "neuron supports strided tensors "
       "only, got a tensor with layout ", neuron.layout());
+  // One tensor passed twice (`x.logical_and_(y)` runs as logical_and.out(x, y, out=x)) gets one
+  // alias: kernels tell in-place from out= by tensor identity, and an in-place op must raise
+  // where its result would need a resize, as on CPU.
+  for (const auto& p : tensors_) {
+    if (p.neuron.unsafeGetTensorImpl() == neuron.unsafeGetTensorImpl()) return p.cpu;
+  }
   const c10::Storage& storage = neuron.storage();
   c10::Storage cpu_storage;
   for (const auto& p : storages_) {
