@@ -202,4 +202,32 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
+// Ops with both a CPU kernel and a CompositeExplicitAutograd kernel (native_layer_norm,
+// native_group_norm, addr, ...): for neuron the dispatcher picks the composite decomposition
+// over the fallback, which rounds differently from the CPU's fused kernel (one ulp out of
+// LayerNorm is enough to flip bfloat16 roundings downstream) and runs slower. Registering the
+// fallback as their neuron kernel runs the CPU kernel, as for every other op. The set is found
+// in the dispatcher (it changes with the PyTorch version); called once, at import, after every
+// static registration; returns the ops it routed.
+std::vector<std::string> route_to_cpu_kernels() {
+  static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                            __FILE__, __LINE__);
+  std::vector<std::string> routed;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    std::string short_name = name.name.substr(6);
+    if (!name.overload_name.empty()) short_name += "." + name.overload_name;
+    lib.impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+    routed.push_back(std::move(short_name));
+  }
+  return routed;
+}
+
 }  // namespace torchneuron

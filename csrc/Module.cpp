@@ -12,6 +12,7 @@
 namespace torchneuron {
 void register_hooks();
 std::map<std::string, std::vector<std::string>> autocast_op_lists();  // Autocast.cpp
+std::vector<std::string> route_to_cpu_kernels();  // Fallback.cpp
 }
 
 namespace {
@@ -98,6 +99,7 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_cpu_alias", &cpu_alias);
+  m.def("_route_to_cpu_kernels", &tn::route_to_cpu_kernels);
 
   m.def("_autocast_op_lists", &tn::autocast_op_lists);
 

@@ -41,6 +41,10 @@ from .ops import dtype_policy as _dtype_policy  # noqa: E402
 _dtype_policy.apply(_CONFIG.float64_policy)
 _autocast.apply()
 
+# 5b. Ops the dispatcher would decompose on neuron although the CPU has a fused kernel for them
+#     (LayerNorm, GroupNorm): they run the CPU kernel like every other op, bit for bit.
+ROUTED_TO_CPU_KERNELS = tuple(_C._route_to_cpu_kernels())
+
 # 6. torch.compile: the Dynamo backend `neuron` (a `torch_dynamo_backends` entry point) and
 #    Inductor's C++ kernel generation for neuron tensors, registered when a compile first asks.
 from . import compile as _compile  # noqa: E402

@@ -30,3 +30,9 @@ FLOAT64_DATA_MOVEMENT_OPS = (
     "aten::unique_consecutive", "aten::_unique2", "aten::topk", "aten::max", "aten::min",
     "aten::amax", "aten::amin", "aten::argmax", "aten::argmin", "aten::maximum", "aten::minimum",
 )
+
+
+# Not a hand list: ops with a CPU kernel that the dispatcher would give neuron as a
+# CompositeExplicitAutograd decomposition (native_layer_norm, native_group_norm, addr, _stack,
+# all/any.dims on 2.13) are found in the dispatcher at import by csrc/Fallback.cpp
+# (route_to_cpu_kernels) and listed in torchneuron.ROUTED_TO_CPU_KERNELS.
