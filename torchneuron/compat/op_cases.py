@@ -145,22 +145,29 @@ def _skip_reason(dec) -> str | None:
 
 
 def to_device(obj, device: str, memo: dict | None = None):
-    """A sample moved to `device`: tensors copied (keeping requires_grad as fresh leaves, and
-    keeping two references to one tensor as two references to one copy); `torch.device("cpu")`
-    and device="cpu" arguments (factory functions) retargeted, as a sample built for the device
-    would hold them."""
+    """A sample moved to `device`, as a sample built for the device would be: tensors copied
+    (requires_grad kept on fresh leaves; two references to one tensor stay two references to one
+    copy; a view keeps its place in a copy of its whole base, as_strided samples rely on it), and
+    "cpu" device arguments (factory functions, Tensor.to) retargeted."""
     memo = {} if memo is None else memo
     if isinstance(obj, torch.Tensor):
         if id(obj) not in memo:
             with torch.no_grad():
-                t = obj.detach().to(device)
+                base = obj._base
+                if (base is not None and obj.layout == torch.strided and base.is_contiguous()
+                        and base.storage_offset() == 0):
+                    base = obj._base.detach().to(device)
+                    t = base.as_strided(obj.size(), obj.stride(), obj.storage_offset())
+                else:
+                    t = obj.detach().to(device)
             memo[id(obj)] = t.requires_grad_(obj.requires_grad)
         return memo[id(obj)]
     if isinstance(obj, torch.device):
         return torch.device(device) if obj.type == "cpu" else obj
+    if isinstance(obj, str):
+        return device if obj == "cpu" else obj
     if type(obj) in (list, tuple):
         return type(obj)(to_device(x, device, memo) for x in obj)
     if type(obj) is dict:
-        return {k: (device if k == "device" and v == "cpu" else to_device(v, device, memo))
-                for k, v in obj.items()}
+        return {k: to_device(v, device, memo) for k, v in obj.items()}
     return obj

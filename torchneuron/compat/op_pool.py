@@ -35,7 +35,8 @@ class _Worker:
         self.buffer = b""
         self.ready = False
         self.unit: Unit | None = None
-        self.case = -1
+        self.case = -1  # the case last begun
+        self.ended = False  # whether that case has ended (a crash then hit the next one)
         self.records: list[dict] = []
         self.crashes = 0
         self.last_heard = time.monotonic()
@@ -43,6 +44,8 @@ class _Worker:
     def assign(self, unit: Unit, start: int, records: list[dict], crashes: int,
                variants) -> None:
         self.unit, self.case, self.records, self.crashes = unit, start - 1, records, crashes
+        self.ended = True
+        self.begun = False  # whether this job began any case (else: resuming cannot help)
         self.last_heard = time.monotonic()
         job = {"unit": dataclasses.asdict(unit), "start": start, "variants": list(variants)}
         self.proc.stdin.write(json.dumps(job) + "\n")
@@ -75,10 +78,11 @@ class _Worker:
 
 
 def run_units(units: list[Unit], jobs: int, variants, case_timeout: float,
-              on_unit_done: Callable[[Unit, list[dict]], None],
-              on_case: Callable[[Unit, int], None] = lambda unit, case: None,
+              on_unit_done: Callable[[Unit, list[dict], float], None],
+              on_case: Callable[[Unit, int, int], None] = lambda unit, case, pid: None,
               threads: int = 1) -> None:
-    """Runs every unit; calls on_unit_done(unit, records) as each one finishes."""
+    """Runs every unit; calls on_unit_done(unit, records, seconds) as each one finishes, and
+    on_case(unit, case, worker pid) as a case begins."""
     # (unit, first case, records so far, crashes so far): a unit resumed after a crash keeps
     # its records and crash count.
     pending = collections.deque((u, 0, [], 0) for u in units)
@@ -101,12 +105,14 @@ def run_units(units: list[Unit], jobs: int, variants, case_timeout: float,
                         if kind == "ready":
                             w.ready = True
                         elif kind == "begin":
-                            w.case = payload
-                            on_case(w.unit, payload)
-                        elif kind == "record":
-                            w.records.append(payload)
+                            w.case, w.ended, w.begun = payload, False, True
+                            on_case(w.unit, payload, w.proc.pid)
+                        elif kind == "end":
+                            w.ended = True
+                            if payload[1] is not None:
+                                w.records.append(payload[1])
                         elif kind == "done":
-                            on_unit_done(w.unit, w.records)
+                            on_unit_done(w.unit, w.records, payload)
                             w.unit, w.records, w.crashes = None, [], 0
                 elif _overdue(w, case_timeout):
                     workers[i] = _replace(w, "timeout", pending, threads, log_dir, on_unit_done)
@@ -126,11 +132,16 @@ def _replace(w: _Worker, status: str, pending, threads, log_dir, on_unit_done) -
     if not w.ready:
         w.stop()
         raise RuntimeError(f"a battery worker failed to start: {w.last_log_line()}")
+    exit_code = None
+    if status == "crash":
+        try:
+            exit_code = w.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
     cause = w.last_log_line() if status == "crash" else ""
-    exit_code = w.proc.poll()
     w.stop()
     if w.unit is not None:
-        case = max(w.case, 0)
+        case = w.case + 1 if w.ended else w.case
         what = (f"worker died (exit code {exit_code})" if status == "crash"
                 else "no result within the case timeout")
         w.records.append({"case": case, "sample": case // len(VARIANTS),
@@ -138,13 +149,13 @@ def _replace(w: _Worker, status: str, pending, threads, log_dir, on_unit_done) -
                           "type": status.capitalize(),
                           "message": f"{what}{': ' + cause if cause else ''}"})
         crashes = w.crashes + 1
-        if crashes >= MAX_CRASHES_PER_UNIT or w.case < 0:
-            if w.case >= 0:
+        if crashes >= MAX_CRASHES_PER_UNIT or not w.begun:
+            if w.begun:
                 w.records.append({"case": case + 1, "sample": -1, "variant": "forward",
                                   "status": "abandoned", "type": "Abandoned",
                                   "message": f"{crashes} crashes; the unit's later cases "
                                              "were not run"})
-            on_unit_done(w.unit, w.records)
+            on_unit_done(w.unit, w.records, None)
         else:
             pending.appendleft((w.unit, case + 1, w.records, crashes))
     return _Worker(threads, log_dir)

@@ -24,9 +24,11 @@ def case_key(unit: Unit, rec: dict) -> str:
 class Results:
     def __init__(self):
         self.units: list[tuple[Unit, list[dict]]] = []
+        self.seconds: dict[Unit, float | None] = {}
 
-    def add(self, unit: Unit, records: list[dict]) -> None:
+    def add(self, unit: Unit, records: list[dict], seconds: float | None = None) -> None:
         self.units.append((unit, sorted(records, key=lambda r: r["case"])))
+        self.seconds[unit] = seconds
 
     def records(self):
         for unit, recs in self.units:
@@ -79,7 +81,8 @@ class Results:
                                  for r in vr if r["status"] in FAILED + ("sample_error",)],
                 }
             units.append({"db": unit.db, "op": unit.op, "dtype": unit.dtype,
-                          "category": unit.category, "variants": variants})
+                          "category": unit.category, "seconds": self.seconds.get(unit),
+                          "variants": variants})
         return {**meta, "totals": self.totals(), "units": units}
 
 
@@ -141,6 +144,12 @@ def markdown(results: Results, meta: dict) -> str:
         c = results.totals(lambda u, r, v=v: r["variant"] == v)
         out.append(f"| {v} | {c['cases']} | {c['passed']} | {c['failed']} | "
                    f"{c['skipped_by_policy']} | {_pct(c['pass_rate'])} |")
+    policy_ops = sorted({u.op for u, r in results.records()
+                         if r["status"] == "skipped_policy" and u.dtype != "float64"})
+    if policy_ops:
+        out += ["", "Float64-policy skips outside float64 units come from ops asked to compute "
+                "in float64 (a dtype=torch.float64 argument, float_power, mixed-dtype samples): "
+                + ", ".join(policy_ops) + "."]
     causes = results.causes()
     out += ["", "## Failures by cause", ""]
     if not causes:

@@ -1,6 +1,7 @@
 """A battery worker process: `python -m torchneuron.compat.op_worker FD THREADS`. Reads units as JSON
 lines on stdin, runs them (op_runner) and writes JSON lines to file descriptor FD: "begin" before
-each case (so the parent knows which case a crash killed) and "record" after it. Its stdout is
+each case (so the parent knows which case a crash killed), "end" with its record after it, and
+"done" after the unit. Its stdout is
 not the channel, because ops and warnings may print."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 
 def main(fd: int, threads: int) -> None:
@@ -30,15 +32,16 @@ def main(fd: int, threads: int) -> None:
     for line in sys.stdin:
         job = json.loads(line)
         unit = Unit(**job["unit"])
+        started = time.monotonic()
         try:
             runner = UnitRunner(dbs[unit.db][unit.index], unit, tuple(job["variants"]))
             runner.run(job["start"], lambda case: send("begin", case),
-                       lambda rec: send("record", rec))
+                       lambda case, rec: send("end", [case, rec]))
         except Exception as e:  # noqa: BLE001 - a broken OpInfo must not stop the worker
-            send("record", {"case": job["start"], "sample": -1, "variant": "forward",
-                            "status": "sample_error", "type": type(e).__name__,
-                            "message": first_line(e)})
-        send("done")
+            send("end", [job["start"], {"case": job["start"], "sample": -1, "variant": "forward",
+                                        "status": "sample_error", "type": type(e).__name__,
+                                        "message": first_line(e)}])
+        send("done", round(time.monotonic() - started, 3))
 
 
 if __name__ == "__main__":

@@ -49,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     bar = None if args.no_progress else _progress(len(units))
 
-    def done(unit, records):
-        results.add(unit, records)
+    def done(unit, records, seconds):
+        results.add(unit, records, seconds)
         if bar is not None:
             bar.update(1)
 
-    def on_case(unit, case):
+    def on_case(unit, case, pid):
         if bar is not None:
             bar.set_postfix_str(f"{unit.op} {unit.dtype} case {case}", refresh=False)
 
