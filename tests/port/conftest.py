@@ -1,11 +1,14 @@
-"""Runs the rewritten corpus once per session, on neuron and on the CPU at the same time (two
-cores): one process per device for the single-process programs, and a two-rank world per device
-for the DDP script, launched the way torchrun would (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_*)."""
+"""Runs the rewritten corpus on neuron and on the CPU: one process per device for the
+single-process programs, and a two-rank world per device for the DDP script, launched the way
+torchrun would (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_*). The processes start as soon as
+collection shows a test that needs them, so they run while the other tests do."""
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -15,6 +18,10 @@ SINGLE = ["mnist_cnn.fixed.py", "amp_benchmark.fixed.py", "hf_finetune.fixed.py"
           "linear_regression.fixed.ipynb"]
 DDP = "ddp_train.fixed.py"
 TIMEOUT = 600
+PROBE = ("import torch; import torchneuron; "
+         "assert (torch.ones(2, device='neuron') + 1).cpu().tolist() == [2.0, 2.0]")
+
+_runs: dict = {}  # filled by the collection hook: probe, processes, output folders
 
 
 def _env(device, **extra):
@@ -30,40 +37,70 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _device_works():
-    probe = ("import torch; import torchneuron; "
-             "assert (torch.ones(2, device='neuron') + 1).cpu().tolist() == [2.0, 2.0]")
-    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    return p.returncode == 0, p.stderr[-2000:]
+def _start(cmd, env):
+    """Output goes to a file: a pipe nobody reads yet would fill up and stall the child."""
+    log = tempfile.NamedTemporaryFile("w+", prefix="port-corpus-", suffix=".log", delete=False)
+    p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    p.log = log
+    return p
+
+
+def _launch():
+    root = tempfile.mkdtemp(prefix="port-corpus-")
+    _runs.update(root=root, dirs={}, procs=[],
+                 probe=_start([sys.executable, "-c", PROBE], _env("neuron")))
+    for device in ("cpu", "neuron"):
+        out = os.path.join(root, device)
+        os.mkdir(out)
+        _runs["dirs"][device] = out
+        cmd = [sys.executable, RUNNER, "--device", device, out]
+        _runs["procs"].append(_start(cmd + SINGLE, _env(device)))
+        port = _free_port()
+        for rank in range(2):
+            _runs["procs"].append(_start(cmd + [DDP], _env(
+                device, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2",
+                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if any("corpus_runs" in getattr(item, "fixturenames", ()) for item in items):
+        _launch()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for p in [_runs.get("probe"), *_runs.get("procs", [])]:
+        if p is None:
+            continue
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.log.close()
+        os.unlink(p.log.name)
+    if "root" in _runs:
+        shutil.rmtree(_runs["root"], ignore_errors=True)
+
+
+def _wait(p):
+    try:
+        p.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    p.log.seek(0)
+    return p.log.read()
 
 
 @pytest.fixture(scope="session")
-def corpus_runs(tmp_path_factory):
-    ok, why = _device_works()
-    if not ok:
-        pytest.skip(f"the neuron device does not work here yet:\n{why}")
-    dirs, procs = {}, []
-    for device in ("cpu", "neuron"):
-        out = str(tmp_path_factory.mktemp(device))
-        dirs[device] = out
-        cmd = [sys.executable, RUNNER, "--device", device, out]
-        procs.append(subprocess.Popen(cmd + SINGLE, env=_env(device), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-        port = _free_port()
-        for rank in range(2):
-            env = _env(device, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2",
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-            procs.append(subprocess.Popen(cmd + [DDP], env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True))
+def corpus_runs():
+    if not _runs:  # collected some other way: start now
+        _launch()
+    probe_output = _wait(_runs["probe"])
+    if _runs["probe"].returncode != 0:
+        pytest.skip(f"the neuron device does not work here yet:\n{probe_output[-2000:]}")
     failures = []
-    for p in procs:
-        try:
-            output, _ = p.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            output, _ = p.communicate()
+    for p in _runs["procs"]:
+        output = _wait(p)
         if p.returncode != 0:
             failures.append(f"{' '.join(p.args[2:])} exited {p.returncode}:\n{output[-3000:]}")
     assert not failures, "\n\n".join(failures)
-    return dirs
+    return _runs["dirs"]

@@ -1035,6 +1035,15 @@ import torch
 p = torch.cuda.get_device_properties((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
 m = torch.accelerator.memory_allocated((torch.accelerator.current_accelerator() or torch.device("cpu")).type + ":0") if torch.accelerator.is_available() else 0
 """),
+    ('inside_fstring', """\
+import torch
+print(f"{torch.ones(1).cuda(0)}")
+""",
+     'TNP001+',
+     """\
+import torch
+print(f"{torch.ones(1).to(torch.device((torch.accelerator.current_accelerator() or torch.device('cpu')).type, 0))}")
+"""),
 ]
 
 

@@ -135,8 +135,21 @@ class Facts(cst.MetadataDependent):
             return isinstance(it, cst.Call) and self.qname(it.func) == "builtins.range"
         return self.is_index(value)
 
-    def device_type(self, node: cst.CSTNode, quote: str = '"') -> str:
-        return rules.GUARDED_TYPE if self.guarded(node) else rules.device_type_expr(quote)
+    def device_type(self, node: cst.CSTNode, quote: str | None = None) -> str:
+        """The accelerator's type, as an expression to write at `node`."""
+        if self.guarded(node):
+            return rules.GUARDED_TYPE
+        return rules.device_type_expr(quote or self._free_quote(node))
+
+    def _free_quote(self, node: cst.CSTNode) -> str:
+        """A quote that may appear at `node`: inside an f-string, not the f-string's own
+        (before Python 3.12)."""
+        parent = self.parent(node)
+        while parent is not None:
+            if isinstance(parent, cst.FormattedString):
+                return "'" if parent.start.endswith('"') else '"'
+            parent = self.parent(parent)
+        return '"'
 
 
 class _IntOptions(cst.CSTVisitor):
