@@ -1,0 +1,121 @@
+"""torch.compile on neuron against the CPU, in one run: for each workload, neuron eager, neuron
+compiled (backend="neuron"), CPU eager and CPU compiled (Inductor), interleaved, best of several
+rounds. Prints seconds per call and the ratios that matter:
+
+  neuron compiled / CPU compiled      target <= 1.10 (compiled neuron costs what compiled CPU does)
+  speed-up from compiling, neuron vs CPU  target: neuron's >= CPU's
+
+Run: `.venv/bin/python benchmarks/compile.py` (about two minutes on 2 cores, most of it compiling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+import time
+from typing import Callable
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "compile"))
+from compile_models import CNN, MLP, TransformerBlock  # noqa: E402  (the models the tests check)
+
+
+def seconds_per_call(fn: Callable[[], object], number: int) -> float:
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def transformer_forward(device: str, compiled: bool):
+    model = TransformerBlock(dim=256, heads=8).to(device).eval()
+    x = torch.randn(4, 128, 256, device=device)
+    fn = torch.compile(model, backend="neuron" if device == "neuron" else "inductor") \
+        if compiled else model
+
+    def step():
+        with torch.no_grad():
+            return fn(x)
+
+    return step
+
+
+def mlp_training_step(device: str, compiled: bool):
+    torch.manual_seed(0)
+    model = MLP(width=512).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(256, 32, device=device), torch.randint(0, 8, (256,), device=device)
+    fn = torch.compile(model, backend="neuron" if device == "neuron" else "inductor") \
+        if compiled else model
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(fn(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def cnn_inference(device: str, compiled: bool):
+    model = CNN().to(device).eval()
+    x = torch.randn(32, 3, 32, 32, device=device)
+    fn = torch.compile(model, backend="neuron" if device == "neuron" else "inductor") \
+        if compiled else model
+
+    def step():
+        with torch.no_grad():
+            return fn(x)
+
+    return step
+
+
+WORKLOADS = {
+    "transformer block forward": (transformer_forward, 20),
+    "MLP training step": (mlp_training_step, 50),
+    "CNN inference": (cnn_inference, 50),
+}
+VARIANTS = (("neuron", False), ("neuron", True), ("cpu", False), ("cpu", True))
+
+
+def measure(rounds: int) -> dict[str, dict[tuple[str, bool], float]]:
+    results = {}
+    for name, (make, number) in WORKLOADS.items():
+        steps = {v: make(*v) for v in VARIANTS}
+        for step in steps.values():  # compile and warm up before any timing
+            step()
+            step()
+        best = {v: float("inf") for v in VARIANTS}
+        for _ in range(rounds):  # interleaved, so every variant sees the same machine load
+            for v, step in steps.items():
+                best[v] = min(best[v], seconds_per_call(step, number))
+        results[name] = best
+    return results
+
+
+def table(results) -> str:
+    lines = ["| workload | neuron eager | neuron compiled | CPU eager | CPU compiled | "
+             "neuron compiled / CPU compiled | compile speed-up neuron | compile speed-up CPU |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, t in results.items():
+        ne, nc, ce, cc = (t[v] * 1e3 for v in VARIANTS)
+        lines.append(f"| {name} | {ne:.3f} ms | {nc:.3f} ms | {ce:.3f} ms | {cc:.3f} ms | "
+                     f"{nc / cc:.2f}x | {ne / nc:.2f}x | {ce / cc:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    results = measure(args.rounds)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.rounds} "
+          "rounds")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""What torch.compile generates for neuron tensors: fused C++ kernels on neuron memory, buffers
+allocated on neuron, reached both as backend="neuron" and as a bare torch.compile."""
+
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+
+def pointwise_and_reduction(a, b):
+    h = torch.nn.functional.gelu(a * 2 + b).sin()
+    return h.softmax(-1), h.sum(0) @ b
+
+
+def test_import_torch_loads_no_compiler(python):
+    # Registration is lazy: Dynamo and Inductor cost ~1.5 s and load only when a compile asks.
+    r = python("import sys, torch; torch.ones(1, device='neuron'); "
+               "print('torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
+
+
+def test_backend_is_registered():
+    assert "neuron" in torch._dynamo.list_backends()
+
+
+@pytest.mark.parametrize("backend", ["neuron", "inductor"])
+def test_generated_code_runs_fused_cpp_kernels_on_neuron_memory(backend):
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    fn = torch.compile(pointwise_and_reduction, backend=backend)
+    out, (code, *_) = run_and_get_code(fn, a.neuron(), b.neuron())
+
+    assert "cpp_fused_" in code and 'extern "C"' in code  # Inductor's C++ kernels, fused
+    assert "device='neuron'" in code  # the wrapper allocates its buffers on neuron
+    assert "= empty_strided_cpu(" not in code and "device='cpu'" not in code
+    for got, want in zip(out, pointwise_and_reduction(a, b)):
+        assert got.device.type == "neuron"
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_intermediate_buffers_come_from_the_neuron_allocator():
+    def chain(x):
+        return (x.exp() @ x).relu() @ x  # the matmul outputs are wrapper-allocated buffers
+
+    x = torch.randn(256, 256)
+    fn = torch.compile(chain, backend="neuron")
+    fn(x.neuron())
+    torch.neuron.reset_peak_memory_stats()
+    before = torch.neuron.memory_allocated()
+    out = fn(x.neuron())
+    # At least the output and one intermediate 256x256 float32 buffer lived on neuron.
+    assert torch.neuron.max_memory_allocated() - before >= 2 * 256 * 256 * 4
+    # The CPU's compiled code is the same kernels on host memory: the same numbers.
+    torch.testing.assert_close(out.cpu(), torch.compile(chain)(x))
+
+
+def test_cpp_wrapper_is_refused_by_name_on_bare_inductor():
+    fn = torch.compile(pointwise_and_reduction, options={"cpp_wrapper": True})
+    x = torch.randn(4, 4, device="neuron")
+    with pytest.raises(Exception, match="does not support cpp_wrapper=True"):
+        fn(x, x)
+
+
+def test_cpu_tensors_under_backend_neuron_compile_for_the_cpu():
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    out = torch.compile(pointwise_and_reduction, backend="neuron")(a, b)
+    for got, want in zip(out, pointwise_and_reduction(a, b)):
+        assert got.device.type == "cpu"
+        torch.testing.assert_close(got, want)
