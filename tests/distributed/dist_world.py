@@ -103,6 +103,7 @@ class World:
                 ready = conn.poll(max(left, 0.0))
                 status, value = conn.recv() if ready else ("timeout", None)
             except (EOFError, ConnectionError):
+                self.procs[rank].join(timeout=10)
                 status, value = "err", f"rank {rank} died (exit code {self.procs[rank].exitcode})"
             if status == "timeout":
                 self.close(force=True)
@@ -136,6 +137,7 @@ class World:
             try:
                 out.append(conn.recv() if conn.poll(max(left, 0.0)) else ("timeout", None))
             except (EOFError, ConnectionError):
+                self.procs[rank].join(timeout=10)  # its pipe closes just before it is reaped
                 out.append(("died", self.procs[rank].exitcode))
         return out
 

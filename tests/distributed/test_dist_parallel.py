@@ -35,8 +35,8 @@ def batches(n=STEPS):
             for _ in range(n)]
 
 
-def shard(t, rank, world=2):
-    return t.chunk(world)[rank]
+def shard(t, rank):
+    return t.chunk(dist.get_world_size())[rank]
 
 
 def train_reference(model, data, accumulate=1, dtype=None):
@@ -85,7 +85,7 @@ def ddp_body(accumulate, bucket_cap_mb):
                 losses.append(("local", loss.item()))
             loss_sum = loss.detach().clone()
             dist.all_reduce(loss_sum)
-            losses.append(loss_sum.item() / 2)
+            losses.append(loss_sum.item() / dist.get_world_size())
         opt.step()
     # DDP rebuilds its buckets after the first step, in the order gradients became ready.
     buckets = max(buckets) + 1
@@ -137,7 +137,7 @@ def fsdp_body(mixed: bool):
         opt.step()
         loss_sum = loss.detach().clone()
         dist.all_reduce(loss_sum)
-        losses.append(loss_sum.item() / 2)
+        losses.append(loss_sum.item() / dist.get_world_size())
     local_device = str(next(model.parameters()).to_local().device)
     state = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
     return losses, state, local_device

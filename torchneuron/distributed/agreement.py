@@ -130,7 +130,10 @@ def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
     fp = _fingerprint(op_name, args, world)
     out = torch.empty(world * fp.numel(), dtype=torch.int64)
     group._get_backend(torch.device("cpu"))._allgather_base(out, fp).wait()
-    problem = _explain(op_name, me, out.view(world, -1))
+    fps = out.view(world, -1)
+    if op_name != "alltoall_base_" and bool((fps == fps[me]).all()):
+        return  # every rank made the same call
+    problem = _explain(op_name, me, fps)
     if problem is not None:
         raise RuntimeError(f"neuron backend: mismatched collective c10d::{op_name} on rank "
                            f"{me} of group '{group.group_name}': {problem}")

@@ -65,6 +65,10 @@ def _group_of(args: tuple) -> dist.ProcessGroup | None:
 def _check_device(op_name: str, group: dist.ProcessGroup, aliases: _Aliases) -> None:
     """One device per collective and per process; it is the error NCCL would give a hang for."""
     global _process_device
+    if not aliases.has_cpu and len(aliases.neuron_devices) == 1 and group.bound_device_id is None:
+        (index,) = aliases.neuron_devices
+        if index == _process_device:  # the common case, checked first: it runs every call
+            return
     where = f"c10d::{op_name} on rank {dist.get_rank()}" if dist.is_initialized() else op_name
     if aliases.has_cpu:
         raise RuntimeError(
