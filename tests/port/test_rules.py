@@ -735,7 +735,9 @@ dist.init_process_group(backend="nccl", init_method="env://")
      'TNP501+',
      """\
 import torch.distributed as dist
-dist.init_process_group(init_method="env://")
+import torch
+
+dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")), init_method="env://")
 """),
     ('nccl_positional', """\
 import torch.distributed as dist
@@ -744,7 +746,9 @@ dist.init_process_group("nccl", "env://")
      'TNP501+',
      """\
 import torch.distributed as dist
-dist.init_process_group(init_method="env://")
+import torch
+
+dist.init_process_group(dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")), "env://")
 """),
     ('nccl_idiom', """\
 import torch
@@ -755,7 +759,7 @@ dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
      """\
 import torch
 import torch.distributed as dist
-dist.init_process_group()
+dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
 """),
     ('nccl_multiline', """\
 import torch.distributed as dist
@@ -767,7 +771,10 @@ dist.init_process_group(
      'TNP501+',
      """\
 import torch.distributed as dist
+import torch
+
 dist.init_process_group(
+    backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")),
     world_size=2,
 )
 """),
@@ -781,8 +788,11 @@ dist.init_process_group(
      'TNP501+',
      """\
 import torch.distributed as dist
+import torch
+
 dist.init_process_group(
     world_size=2,
+    backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")),
 )
 """),
     ('nccl_var', """\
@@ -799,7 +809,9 @@ dist.init_process_group(backend=dist.Backend.NCCL)
      'TNP501+',
      """\
 import torch.distributed as dist
-dist.init_process_group()
+import torch
+
+dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
 """),
     ('ddp', """\
 import os
@@ -982,17 +994,16 @@ g = dist.new_group([0, 1], None, "nccl")
      'TNP501+',
      """\
 import torch.distributed as dist
-g = dist.new_group([0, 1], None)
+import torch
+
+g = dist.new_group([0, 1], None, dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
 """),
     ('backend_string_mixed', """\
 import torch.distributed as dist
 dist.init_process_group("cpu:gloo,cuda:nccl")
 """,
-     'TNP501+',
-     """\
-import torch.distributed as dist
-dist.init_process_group()
-"""),
+     'TNP501-',
+     None),
     ('storage_lambda', """\
 import torch
 s = torch.load("x.pt", map_location=lambda storage, loc: storage.cuda())
@@ -1023,7 +1034,6 @@ ok = isinstance(torch.ones(1), torch.cuda.FloatTensor)
 """,
      'TNP006-',
      None),
-
     ('device_module_arg', """\
 import torch
 p = torch.cuda.get_device_properties("cuda")
@@ -1043,6 +1053,31 @@ print(f"{torch.ones(1).cuda(0)}")
      """\
 import torch
 print(f"{torch.ones(1).to(torch.device((torch.accelerator.current_accelerator() or torch.device('cpu')).type, 0))}")
+"""),
+    ('pin_multiline', """\
+import torch
+l = torch.utils.data.DataLoader(
+    [1],
+    pin_memory=True,
+    pin_memory_device="cuda",
+)
+""",
+     'TNP007+',
+     """\
+import torch
+l = torch.utils.data.DataLoader(
+    [1],
+    pin_memory=True,
+)
+"""),
+    ('pin_middle', """\
+import torch
+l = torch.utils.data.DataLoader([1], pin_memory_device='cuda', pin_memory=True)
+""",
+     'TNP007+',
+     """\
+import torch
+l = torch.utils.data.DataLoader([1], pin_memory=True)
 """),
 ]
 

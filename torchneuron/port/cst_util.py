@@ -138,17 +138,10 @@ def insert_first(args, arg: cst.Arg) -> list[cst.Arg]:
     return tidy_commas([arg, *args])
 
 
-def remove_arg(args, index: int, params: tuple[str, ...] = ()) -> list[cst.Arg]:
-    """Drop args[index]; positional arguments after it become keywords named from `params`."""
+def remove_arg(args, index: int) -> list[cst.Arg]:
+    """Drop the keyword argument args[index], keeping the layout of what is left."""
     args = list(args)
     removed = args.pop(index)
-    if removed.keyword is None:
-        pos_index = len(positional(args[:index]))
-        for i in range(index, len(args)):
-            a = args[i]
-            if a.keyword is None and not a.star:
-                pos_index += 1
-                args[i] = as_keyword(a, params[pos_index])
     if args and index == len(args):  # the removed one was last: its closing layout moves up
         prev = args[-1]
         args[-1] = prev.with_changes(comma=removed.comma,

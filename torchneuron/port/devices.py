@@ -101,11 +101,12 @@ def torch_device(sc: Scanner, call: cst.Call) -> None:
 
 
 def process_group(sc: Scanner, call: cst.Call, params: tuple[str, ...]) -> None:
+    """backend="nccl" becomes the device's default backend, the one CUDA's default is NCCL:
+    the same process group on CUDA (and `dist.get_backend()` still says "nccl" there)."""
     found = find_arg(call.args, "backend", params.index("backend"))
     if found is None:
         return
-    i, arg = found
-    value = arg.value
+    arg, value = found[1], found[1].value
     nccl = _is_nccl(sc, value) or (
         isinstance(value, cst.IfExp) and _is_nccl(sc, value.body)
         and string_value(value.orelse) == "gloo" and sc.facts.proves_available(value.test))
@@ -114,14 +115,17 @@ def process_group(sc: Scanner, call: cst.Call, params: tuple[str, ...]) -> None:
     for s in (value, getattr(value, "body", None), getattr(value, "orelse", None)):
         if s is not None:
             sc.handled.add(id(s))
-    sc.report(arg, "TNP501", "backend=NCCL", writes_torch=False, fixes={
-        call: lambda upd: upd.with_changes(args=remove_arg(upd.args, i, params))})
+    func = call.func
+    module = _show(func.value) if isinstance(func, cst.Attribute) else "torch.distributed"
+    device = rules.ACCEL if sc.facts.guarded(call) else rules.device_expr()
+    default = expr(f"{module}.get_default_backend_for_device({device})")
+    sc.report(arg, "TNP501", "backend=NCCL", fixes={value: lambda upd: default})
 
 
 def _is_nccl(sc: Scanner, node: cst.CSTNode) -> bool:
     value = string_value(node)
     if value is not None:
-        return value.lower() in ("nccl", "cuda:nccl", "cpu:gloo,cuda:nccl")
+        return value.lower() == "nccl"
     return (sc.facts.qname(node) or "").endswith("Backend.NCCL")
 
 

@@ -108,9 +108,8 @@ RULES = _rules(
          "Triton kernels run on GPUs only: keep a PyTorch fallback for other devices"),
     # --- distributed --------------------------------------------------------------------------
     Rule("TNP501", "NCCL process-group backend",
-         "argument removed: `init_process_group()` picks the device's default backend",
-         "let `init_process_group()` choose, or use "
-         "`torch.distributed.get_default_backend_for_device(device)`"),
+         "the device's default backend: `dist.get_default_backend_for_device(<accelerator>)`",
+         "use `torch.distributed.get_default_backend_for_device(device)` (NCCL on CUDA)"),
     Rule("TNP502", "DDP `device_ids` / `output_device` (CUDA modules only)",
          "`[...] if torch.accelerator.is_available() else None`",
          "pass `device_ids` only when the module is on an accelerator"),

@@ -30,7 +30,7 @@ def main():
 
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.accelerator.is_available(): torch.accelerator.set_device_index(local_rank)
-    dist.init_process_group()
+    dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)
