@@ -105,3 +105,10 @@ def test_the_torchneuron_command(tmp_path, capsys):
     (tmp_path / "a.py").write_text(CUDA)
     assert torchneuron_cli.main(["port", "check", str(tmp_path / "a.py")]) == 1
     assert " TNP001 " in capsys.readouterr().out
+
+
+def test_jobs_give_the_same_answer(tree, capsys):
+    (tree / "sub" / "c.py").write_text(CUDA.replace("benchmark", "deterministic"))
+    one = run(capsys, "check", "--format", "json", str(tree))
+    two = run(capsys, "check", "--format", "json", "-j", "2", str(tree))
+    assert one == two and json.loads(one[1])["summary"]["TNP302"] == 1
