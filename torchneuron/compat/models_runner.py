@@ -38,14 +38,17 @@ def run_all(archs: list[Architecture], timeout_s: float, chunk: int, threads: in
     by_type = {a.model_type: a for a in archs}
     pending = [a.model_type for a in archs]
     records: dict[str, dict] = {}
+    startup_failures = 0
     with tempfile.TemporaryDirectory(prefix="torchneuron-models-") as tmp:
         while pending:
             batch, pending = pending[:chunk], pending[chunk:]
             results = os.path.join(tmp, f"results-{len(records)}.jsonl")
+            errors = os.path.join(tmp, f"stderr-{len(records)}.txt")
             open(results, "w").close()
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "torchneuron.compat.models_worker", results, str(threads), *batch],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(errors, "w") as err:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "torchneuron.compat.models_worker", results,
+                     str(threads), *batch], stdout=subprocess.DEVNULL, stderr=err)
             offset, current, started = 0, None, time.monotonic()
             while True:
                 events, offset = _events(results, offset)
@@ -64,14 +67,26 @@ def run_all(archs: list[Architecture], timeout_s: float, chunk: int, threads: in
                     proc.wait()
                     break
                 time.sleep(0.1)
-            done = [t for t in batch if t in records]
-            rest = batch[len(done):]
-            if rest:  # the worker died (or was killed) on rest[0]; the others go on
-                lost = rest[0]
-                why = (f"timeout: still running after {timeout_s:.0f} s" if proc.returncode in (-9, None)
-                       and current == lost else f"crash: worker exited with code {proc.returncode}")
-                records[lost] = _lost_record(by_type[lost], why)
-                if progress:
-                    progress(records[lost])
-                pending = rest[1:] + pending
+            rest = [t for t in batch if t not in records]
+            if not rest:
+                startup_failures = 0
+                continue
+            if current is None:
+                # The worker died before starting an architecture: not the model's fault (an
+                # environment problem, e.g. the extension being rebuilt). Retry once, then stop.
+                startup_failures += 1
+                if startup_failures > 2:
+                    with open(errors) as f:
+                        raise RuntimeError("the battery's worker cannot start:\n" + f.read()[-3000:])
+                time.sleep(5)
+                pending = rest + pending
+                continue
+            startup_failures = 0
+            timed_out = proc.returncode == -9 and time.monotonic() - started > timeout_s
+            why = (f"timeout: still running after {timeout_s:.0f} s" if timed_out
+                   else f"crash: worker exited with code {proc.returncode}")
+            records[current] = _lost_record(by_type[current], why)
+            if progress:
+                progress(records[current])
+            pending = [t for t in rest if t != current] + pending
     return [records[a.model_type] for a in archs]

@@ -48,7 +48,9 @@ _DEPTH_KEYS = {"depth", "num_blocks", "n_layers", "n_layer"}
 _LAYERS = re.compile(r"(^|_)layers$")
 _HEAD_DIM = re.compile(r"head_dim$")
 _LORA_RANK = re.compile(r"lora_rank$")
-_RANDOM_FLOAT = re.compile(r"dropout|drop_path|layerdrop|_prob$|dropout_rate")
+# Randomness inside forward (dropout, masking, VITS-style noise) draws from per-device
+# generators, whose streams diverge between a CPU run and a neuron run (as CPU and CUDA do).
+_RANDOM_FLOAT = re.compile(r"dropout|drop_path|layerdrop|_prob$|dropout_rate|noise_scale")
 
 
 def _shrink_list(key: str, value: list, layers_before: int | None) -> list:
