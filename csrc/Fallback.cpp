@@ -205,7 +205,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // Ops with both a CPU kernel and a CompositeExplicitAutograd kernel (native_layer_norm,
 // native_group_norm, addr, ...): for neuron the dispatcher picks the composite decomposition
 // over the fallback, which rounds differently from the CPU's fused kernel (one ulp out of
-// LayerNorm is enough to flip bfloat16 roundings downstream) and runs slower. Registering the
+// LayerNorm is enough to flip bfloat16 roundings downstream) and runs slower. The same holds
+// for the functional form of every structured op (add.Tensor, mul.Tensor, ...): its
+// CompositeExplicitAutogradNonFunctional kernel allocates the output with a dispatched
+// empty_strided and then runs the out= op, twice the dispatch work of the CPU kernel. Registering the
 // fallback as their neuron kernel runs the CPU kernel, as for every other op. The set is found
 // in the dispatcher (it changes with the PyTorch version); called once, at import, after every
 // static registration; returns the ops it routed.
@@ -218,7 +221,9 @@ std::vector<std::string> route_to_cpu_kernels() {
     if (name.name.rfind("aten::", 0) != 0) continue;
     auto op = dispatcher.findOp(name);
     if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+        !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          op->hasKernelForDispatchKey(
+              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) ||
         op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
       continue;
     }
