@@ -52,7 +52,8 @@ def small_op_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
         "Linear(64,64) fwd+bwd": (linear64_fwd_bwd, 300),
         "in-place on a view": (lambda: view_base[:, 3].add_(1.0), 2000),
         ".item()": (lambda: scalar.item(), 2000),
-        "cpu->device copy 4 KiB": (lambda: host.to(device), 2000),
+        # copy=True: on the CPU side a plain .to("cpu") would return the tensor itself
+        "cpu->device copy 4 KiB": (lambda: host.to(device, copy=True), 2000),
     }
 
 
