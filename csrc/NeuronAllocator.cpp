@@ -55,6 +55,18 @@ void for_pools(std::size_t size, Fn fn) {
                                                        : StatType::LARGE_POOL));
 }
 
+// Every per-pool statistic of a device (the counters that reset_* apply to).
+template <typename Fn>
+void for_each_stat(DeviceStats& s, Fn fn) {
+  for (std::size_t i = 0; i < s.allocation.size(); ++i) {
+    for (auto* stat : {&s.allocation[i], &s.segment[i], &s.active[i], &s.inactive_split[i],
+                       &s.allocated_bytes[i], &s.reserved_bytes[i], &s.active_bytes[i],
+                       &s.inactive_split_bytes[i], &s.requested_bytes[i]}) {
+      fn(*stat);
+    }
+  }
+}
+
 std::string format_bytes(std::size_t bytes) {
   std::ostringstream os;
   os.precision(2);
@@ -283,13 +295,7 @@ void NeuronCachingAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
   check_device(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceStats& s = g_devices[device].stats;
-  for (std::size_t i = 0; i < s.allocation.size(); ++i) {
-    for (auto* stat : {&s.allocation[i], &s.segment[i], &s.active[i], &s.inactive_split[i],
-                       &s.allocated_bytes[i], &s.reserved_bytes[i], &s.active_bytes[i],
-                       &s.inactive_split_bytes[i], &s.requested_bytes[i]}) {
-      stat->reset_accumulated();
-    }
-  }
+  for_each_stat(s, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   s.num_alloc_retries = 0;
   s.num_ooms = 0;
   s.num_device_alloc = 0;
@@ -302,13 +308,7 @@ void NeuronCachingAllocator::resetPeakStats(c10::DeviceIndex device) {
   check_device(device);
   std::lock_guard<std::mutex> lock(g_mutex);
   DeviceStats& s = g_devices[device].stats;
-  for (std::size_t i = 0; i < s.allocation.size(); ++i) {
-    for (auto* stat : {&s.allocation[i], &s.segment[i], &s.active[i], &s.inactive_split[i],
-                       &s.allocated_bytes[i], &s.reserved_bytes[i], &s.active_bytes[i],
-                       &s.inactive_split_bytes[i], &s.requested_bytes[i]}) {
-      stat->reset_peak();
-    }
-  }
+  for_each_stat(s, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
   s.oversize_allocations.reset_peak();
   s.oversize_segments.reset_peak();
 }
