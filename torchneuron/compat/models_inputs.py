@@ -25,7 +25,8 @@ def _sub(config, *names):
     """The first attribute among `names` on the config or on its vision/audio/text parts."""
     for part in (config, *(getattr(config, p, None) for p in
                            ("vision_config", "audio_config", "encoder_config", "text_config",
-                            "encoder"))):
+                            "encoder", "decoder", "decoder_config", "language_config",
+                            "llm_config", "thinker_config", "text_encoder"))):
         if part is None:
             continue
         for name in names:

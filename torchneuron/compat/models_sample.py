@@ -7,6 +7,6 @@ SAMPLE = (
     "gpt2", "llama", "mistral", "qwen2", "gemma", "phi", "gpt_neox", "opt", "mixtral",  # decoders
     "t5", "bart", "marian",  # encoder-decoder
     "whisper", "wav2vec2",  # speech
-    "vit", "resnet", "convnext", "swin",  # vision
-    "clip",  # multimodal base
+    "vit", "deit", "resnet", "convnext",  # vision
+    "clip", "aya_vision",  # image-text (CLIP) and image-text-to-text (LLaVA-style)
 )

@@ -53,9 +53,25 @@ _LORA_RANK = re.compile(r"lora_rank$")
 _RANDOM_FLOAT = re.compile(r"dropout|drop_path|layerdrop|_prob$|dropout_rate|noise_scale")
 
 
-def _shrink_list(key: str, value: list, layers_before: int | None) -> list:
+def _kept_layers(d: dict, layers_before: int | None) -> list[int]:
+    """Which layers a shrunk model keeps: the first, and the first of another kind where a
+    per-layer list (layer_types: attention/mamba, sliding/full) varies, so hybrids stay hybrid."""
+    keep = list(range(LAYERS))
+    if not layers_before or layers_before <= LAYERS:
+        return keep
+    for value in d.values():
+        if isinstance(value, list) and len(value) == layers_before:
+            other = next((i for i, v in enumerate(value) if v != value[0]), None)
+            if other is not None:
+                return [0, other]
+    return keep
+
+
+def _shrink_list(key: str, value: list, layers_before: int | None, keep: list[int]) -> list:
     if layers_before and len(value) == layers_before and len(value) > LAYERS:
-        return value[:LAYERS]  # per-layer settings (layer_types, ...) follow the layer count
+        return [value[i] for i in keep]  # per-layer settings follow the kept layers
+    if key == "image_size" and all(isinstance(v, int) for v in value):
+        return [min(v, IMAGE_SIZE) for v in value]
     if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return value
     if key in ("depths", "num_layers", "layers", "block_repeats", "stage_depths"):
@@ -128,6 +144,7 @@ def _layer_count(d: dict) -> int | None:
 def shrink_dict(d: dict[str, Any]) -> dict[str, Any]:
     """The tiny version of one config dict; nested dicts (sub-configs) are shrunk the same way."""
     layers_before = _layer_count(d)
+    keep = _kept_layers(d, layers_before)
     out: dict[str, Any] = {}
     for key, value in d.items():
         if not isinstance(key, str):
@@ -141,7 +158,7 @@ def shrink_dict(d: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, float) and _RANDOM_FLOAT.search(key):
             out[key] = 0.0  # no randomness in forward: CPU and neuron RNG streams differ
         elif isinstance(value, list):
-            out[key] = _shrink_list(key, value, layers_before)
+            out[key] = _shrink_list(key, value, layers_before, keep)
         else:
             out[key] = value
     if isinstance(out.get("depths"), list) and isinstance(out.get("num_layers"), int):
