@@ -11,7 +11,6 @@ Run: `.venv/bin/python benchmarks/compile.py` (about two minutes on 2 cores, mos
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import sys
 import time
@@ -30,17 +29,31 @@ def seconds_per_call(fn: Callable[[], object], number: int) -> float:
     return (time.perf_counter() - start) / number
 
 
-def transformer_forward(device: str, compiled: bool):
-    model = TransformerBlock(dim=256, heads=8).to(device).eval()
-    x = torch.randn(4, 128, 256, device=device)
-    fn = torch.compile(model, backend="neuron" if device == "neuron" else "inductor") \
-        if compiled else model
+def compiled_on(model, device: str, compiled: bool):
+    """`model` itself, or compiled with the backend each device is compiled with."""
+    if not compiled:
+        return model
+    return torch.compile(model, backend="neuron" if device == "neuron" else "inductor")
+
+
+def inference(model, x, device: str, compiled: bool):
+    fn = compiled_on(model.to(device).eval(), device, compiled)
+    x = x.to(device)
 
     def step():
         with torch.no_grad():
             return fn(x)
 
     return step
+
+
+def transformer_forward(device: str, compiled: bool):
+    return inference(TransformerBlock(dim=256, heads=8), torch.randn(4, 128, 256), device,
+                     compiled)
+
+
+def cnn_inference(device: str, compiled: bool):
+    return inference(CNN(), torch.randn(32, 3, 32, 32), device, compiled)
 
 
 def mlp_training_step(device: str, compiled: bool):
@@ -48,27 +61,13 @@ def mlp_training_step(device: str, compiled: bool):
     model = MLP(width=512).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(256, 32, device=device), torch.randint(0, 8, (256,), device=device)
-    fn = torch.compile(model, backend="neuron" if device == "neuron" else "inductor") \
-        if compiled else model
+    fn = compiled_on(model, device, compiled)
 
     def step():
         loss = torch.nn.functional.cross_entropy(fn(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-
-    return step
-
-
-def cnn_inference(device: str, compiled: bool):
-    model = CNN().to(device).eval()
-    x = torch.randn(32, 3, 32, 32, device=device)
-    fn = torch.compile(model, backend="neuron" if device == "neuron" else "inductor") \
-        if compiled else model
-
-    def step():
-        with torch.no_grad():
-            return fn(x)
 
     return step
 
@@ -110,7 +109,13 @@ def table(results) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
+                        help="intra-op threads for every variant (1 is steadiest on a busy host)")
+    parser.add_argument("--only", help="run only the workloads whose name contains this")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    for name in [n for n in WORKLOADS if args.only and args.only not in n]:
+        del WORKLOADS[name]
     results = measure(args.rounds)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.rounds} "
           "rounds")

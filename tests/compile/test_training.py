@@ -16,6 +16,22 @@ def test_cnn_with_batchnorm_in_training_mode():
     compare_training_step(CNN(), cnn_input())
 
 
+def test_cnn_inference_single_threaded():
+    # With one thread the CPU's convolution answers contiguous where a channels-last layout
+    # would be planned; backend="neuron" plans no layout change (see compile/backend.py).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, x = CNN().eval(), cnn_input()
+        on_neuron = CNN().eval().neuron()
+        on_neuron.load_state_dict(model.state_dict())
+        compiled = torch.compile(on_neuron, backend="neuron")
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x.neuron()).cpu(), model(x))
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_transformer_block_with_sdpa():
     compare_training_step(TransformerBlock(), transformer_input())
 
