@@ -1,0 +1,26 @@
+// Ops whose only kernel is a composite that calls a CPU/CUDA DispatchStub directly with the
+// tensor's own device (no redispatch): on neuron that stub has no kernel and PyTorch fails an
+// internal assert. They run on CPU aliases of the neuron memory, like every fallback op.
+// conj_physical_: also behind complex svd/linalg_svd with out= tensors.
+#include "CpuAlias.h"
+
+#include <ATen/Functions.h>
+#include <torch/library.h>
+
+namespace torchneuron {
+namespace {
+
+at::Tensor& conj_physical_(at::Tensor& self) {
+  AliasSession session(self.device().index());
+  session.to_cpu(self).conj_physical_();
+  session.sync_back();
+  return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("conj_physical_", conj_physical_);
+}
+
+}  // namespace torchneuron
