@@ -154,8 +154,10 @@ def to_device(obj, device: str, memo: dict | None = None):
         if id(obj) not in memo:
             with torch.no_grad():
                 base = obj._base
+                # (conj/neg views keep their bits through a plain copy instead)
                 if (base is not None and obj.layout == torch.strided and base.is_contiguous()
-                        and base.storage_offset() == 0):
+                        and base.storage_offset() == 0 and not obj.is_conj()
+                        and not obj.is_neg()):
                     base = obj._base.detach().to(device)
                     t = base.as_strided(obj.size(), obj.stride(), obj.storage_offset())
                 else:
