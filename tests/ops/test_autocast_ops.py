@@ -145,13 +145,29 @@ SAMPLES = {
     "scatter_add": lambda: (r(5), 0, torch.tensor([0, 1, 0]), r(3)),
 }
 
-# Composite ops that on any non-CPU device route to the CUDA-only fused kernels below, so they
-# fail on neuron with or without autocast (torch.nn.LSTMCell / GRUCell / LSTM / GRU too).
-ROUTED_TO_CUDA_ONLY = {"lstm_cell", "gru_cell"}
+# The fused RNN cells have no CPU kernel: neuron has its own, checked against these references.
+def _lstm_reference(igates, hgates, cx):
+    i, f, g, o = (igates + hgates).chunk(4, 1)
+    cy = f.sigmoid() * cx + i.sigmoid() * g.tanh()
+    return o.sigmoid() * cy.tanh(), cy
 
-# Listed because CUDA lists them, but no kernel exists for them outside CUDA: the policy casts
-# their inputs, then the device reports the missing kernel as NotImplementedError.
-CUDA_ONLY = {"_thnn_fused_lstm_cell", "_thnn_fused_gru_cell", "_scaled_dot_product_flash_attention"}
+
+def _gru_reference(igates, hgates, hx):
+    ir, ii, in_ = igates.chunk(3, 1)
+    hr, hi, hn = hgates.chunk(3, 1)
+    r, z = (ir + hr).sigmoid(), (ii + hi).sigmoid()
+    n = (in_ + r * hn).tanh()
+    return (n + z * (hx - n),)
+
+
+SAMPLES["_thnn_fused_lstm_cell"] = lambda: (r(2, 12), r(2, 12), r(2, 3))
+SAMPLES["_thnn_fused_gru_cell"] = lambda: (r(2, 9), r(2, 9), r(2, 3))
+CPU_REFERENCES = {"_thnn_fused_lstm_cell": _lstm_reference,
+                  "_thnn_fused_gru_cell": _gru_reference}
+
+# Listed because CUDA lists it, but no kernel exists for it outside CUDA: the policy casts the
+# inputs, then the device reports the missing kernel as NotImplementedError.
+CUDA_ONLY = {"_scaled_dot_product_flash_attention"}
 
 
 def _policy_cases():
@@ -159,10 +175,7 @@ def _policy_cases():
         if policy == "banned":
             continue
         for name in sorted(set(ops) - CUDA_ONLY):  # those have their own test below
-            marks = [pytest.mark.xfail(strict=True, raises=NotImplementedError,
-                                       reason="neuron has no _thnn_fused_*_cell kernel")
-                     ] if name in ROUTED_TO_CUDA_ONLY else []
-            yield pytest.param(policy, name, id=f"{policy}:{name}", marks=marks)
+            yield pytest.param(policy, name, id=f"{policy}:{name}")
 
 
 def _aten(name):
@@ -240,7 +253,8 @@ def test_listed_op_dtype_and_values(policy, name, low):
 
     with torch.autocast("neuron", dtype=low):
         out = _aten(name)(*_to(given, device="neuron"))
-    ref = _aten(name)(*_to(given, dtype=expected))  # the CPU, same casts, no autocast
+    # the CPU, same casts, no autocast
+    ref = CPU_REFERENCES.get(name, _aten(name))(*_to(given, dtype=expected))
 
     for got, want in zip(_tensors(out), _tensors(ref)):
         assert got.device.type == "neuron"
@@ -249,20 +263,12 @@ def test_listed_op_dtype_and_values(policy, name, low):
         torch.testing.assert_close(got.cpu(), want)
 
 
-@pytest.mark.parametrize("name", sorted(CUDA_ONLY))
-def test_cuda_only_ops_report_the_missing_kernel(name):
+def test_cuda_only_op_reports_the_missing_kernel():
+    name = "_scaled_dot_product_flash_attention"
     assert torch._C._dispatch_has_kernel_for_dispatch_key("aten::" + name, "AutocastPrivateUse1")
-    x = torch.randn(2, 4, device="neuron")
+    q = torch.randn(1, 2, 4, 8, device="neuron")
     with torch.autocast("neuron"), pytest.raises((NotImplementedError, RuntimeError)):
-        if name == "_scaled_dot_product_flash_attention":
-            q = torch.randn(1, 2, 4, 8, device="neuron")
-            _aten(name)(q, q, q)
-        elif name == "_thnn_fused_lstm_cell":
-            _aten(name)(torch.randn(2, 12, device="neuron"), torch.randn(2, 12, device="neuron"),
-                        torch.randn(2, 3, device="neuron"))
-        else:
-            _aten(name)(torch.randn(2, 9, device="neuron"), torch.randn(2, 9, device="neuron"),
-                        x[:, :3].contiguous())
+        _aten(name)(q, q, q)
 
 
 def test_binary_cross_entropy_is_banned_like_cuda():
