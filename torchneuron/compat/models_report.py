@@ -74,6 +74,12 @@ def markdown(records: list[dict], meta: dict) -> str:
     a = t["all_stages"]
     rate = f"{100 * a['rate']:.1f}%" if a["rate"] is not None else "-"
     lines += [f"| **every stage** | {a['runnable_on_cpu']} | {a['pass_on_neuron']} | {rate} |", ""]
+    m = meta.get("minilm")
+    if m:
+        lines += [f"Real weights (all-MiniLM-L6-v2, {m['sentences']} sentences, neuron vs CPU "
+                  f"cosine, required >= {m['min_cosine']}): float32 min {m['float32']['min']:.8f} "
+                  f"({'ok' if m['float32']['ok'] else 'FAIL'}), bfloat16 autocast min "
+                  f"{m['bfloat16']['min']:.8f} ({'ok' if m['bfloat16']['ok'] else 'FAIL'}).", ""]
     causes = failure_causes(records)
     if causes:
         lines += ["## Neuron failures by cause", "", "| cause | architectures |", "|---|---|"]
@@ -102,14 +108,14 @@ def chart(records: list[dict], path: str) -> None:
     families = sorted({r["family"] for r in records})
     counts = {k: [sum(outcome(r) == k for r in records if r["family"] == f) for f in families]
               for k in kinds}
-    fig, ax = plt.subplots(figsize=(10, 4.5))
+    fig, ax = plt.subplots(figsize=(12, 4.5))
     left = [0] * len(families)
     for k in kinds:
         ax.barh(families, counts[k], left=left, color=colors[k], label=k)
         left = [a + b for a, b in zip(left, counts[k])]
     ax.set_xlabel("architectures")
     ax.set_title("Hugging Face architectures on neuron vs CPU, by family")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
