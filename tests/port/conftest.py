@@ -62,6 +62,7 @@ def _launch():
                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))))
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
     if any("corpus_runs" in getattr(item, "fixturenames", ()) for item in items):
         _launch()
