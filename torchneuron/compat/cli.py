@@ -25,9 +25,5 @@ def add_subcommand(subparsers) -> None:
     for name, (module, help_text) in BATTERIES.items():
         p = batteries.add_parser(name, help=help_text)
         p.add_argument("--out", default="reports", help="folder for the JSON/Markdown report")
-        try:
-            importlib.import_module(module).add_arguments(p)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
+        importlib.import_module(module).add_arguments(p)
         p.set_defaults(run=_lazy_run(module))
