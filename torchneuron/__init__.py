@@ -17,7 +17,7 @@ from . import _C  # noqa: E402
 from .runtime import config as _config
 
 # 1. The runtime: how many devices and how much HBM each, from the profile and the environment.
-_CONFIG = _config.load()
+_CONFIG = _config.current()
 _C._configure(_CONFIG.device_count, _CONFIG.hbm_bytes_per_device)
 
 # 2. The name: PrivateUse1 is called "neuron" everywhere (torch.device, profiler, serialization).

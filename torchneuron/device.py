@@ -22,7 +22,7 @@ from .runtime.streams import (  # noqa: F401  (re-exported as torch.neuron.*)
     stream,
 )
 
-_CONFIG = _config.load()
+_CONFIG = _config.current()
 
 _device_t = Any  # torch.device | str | int | None, as torch.cuda accepts
 

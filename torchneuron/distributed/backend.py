@@ -27,7 +27,7 @@ def _create_backend(opts, backend_options) -> ProcessGroupGloo:
 
 def register() -> None:
     """Registers the backend and its kernels; safe to call more than once."""
-    agreement.enabled = config.load().dist_check
+    agreement.enabled = config.current().dist_check
     collectives.register_kernels()
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return

@@ -14,6 +14,7 @@ each one is listed in the README.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -107,3 +108,9 @@ def load(environ: os._Environ | dict | None = None) -> Config:
         raise _bad("NEURON_DIST_CHECK", dist_check_text, "1, 0")
 
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1")
+
+
+@functools.cache
+def current() -> Config:
+    """This process's configuration: the environment, parsed once (load() re-reads it)."""
+    return load()
