@@ -115,12 +115,11 @@ void release_cache_locked(c10::DeviceIndex device) {
       << "Of the allocated memory " << format_bytes(allocated)
       << " is allocated by PyTorch, and " << format_bytes(reserved - allocated)
       << " is reserved by PyTorch but unallocated.";
-  g_mutex.unlock();
   TORCH_CHECK_WITH(OutOfMemoryError, false, msg.str());
 }
 
 // Takes a block of `size` bytes for `device`: a cached one if there is one, else fresh device
-// memory, emptying the cache once before giving up. Caller holds g_mutex (released on OOM).
+// memory, emptying the cache once before giving up. Caller holds g_mutex.
 void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
   DeviceCache& dc = g_devices[device];
   auto it = dc.free_blocks.find(size);
@@ -213,7 +212,8 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
   void* p;
   std::size_t allocated_total, reserved_total;
   {
-    g_mutex.lock();
+    // A lock guard, so that an OOM (or any other throw) leaves the allocator unlocked.
+    std::lock_guard<std::mutex> lock(g_mutex);
     p = take_block_locked(device, size);
     DeviceCache& dc = g_devices[device];
     g_live.emplace(p, LiveBlock{device, size, nbytes});
@@ -226,7 +226,6 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
     });
     allocated_total = dc.stats.allocated_bytes[0].current;
     reserved_total = dc.stats.reserved_bytes[0].current;
-    g_mutex.unlock();
   }
   const c10::Device neuron_device(c10::DeviceType::PrivateUse1, device);
   if (c10::memoryProfilingEnabled()) {
