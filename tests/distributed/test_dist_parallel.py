@@ -302,19 +302,44 @@ def test_distributed_checkpoint_round_trip_is_bit_exact(world, tmp_path):
 # ------------------------------------------------------------------------------- DTensor random
 
 def dtensor_random_body():
+    """DTensor random ops as TorchTitan's sharded init and a TP model's dropout use them."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Shard, distribute_tensor
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
     mesh = init_device_mesh("neuron", (2,))
-    d = distribute_tensor(torch.zeros(4, 4, device=device()), mesh, [Shard(0)])
-    d.normal_()  # sharded parameter init, as FSDP2 meta-device init and TorchTitan do it
-    return d.full_tensor().cpu()
+    torch.manual_seed(0)  # every rank seeds alike, as DTensor asks
+    sharded = distribute_tensor(torch.zeros(4, 4, device=device()), mesh, [Shard(0)])
+    sharded.normal_()
+    after_sharded = torch.neuron.get_rng_state()
+    replicated = distribute_tensor(torch.zeros(4, 4, device=device()), mesh, [Replicate()])
+    replicated.uniform_()
+    ones = distribute_tensor(torch.ones(8, 8, device=device()), mesh, [Shard(0)])
+    dropped = torch.nn.functional.dropout(ones, 0.5)
+    # DTensor's contract: shard r is drawn at offset r * (shard size), and every rank moves on
+    # to offset (whole tensor size) afterwards. The same draw without DTensor, on this rank:
+    g = torch.Generator(device=device()).manual_seed(0)
+    g.set_offset(dist.get_rank() * 8)
+    plain_shard = torch.empty(2, 4, device=device()).normal_(generator=g)
+    return (sharded.full_tensor().cpu(), sharded.to_local().cpu(), plain_shard.cpu(),
+            after_sharded, replicated.to_local().cpu(), dropped.full_tensor().cpu(),
+            torch.neuron.get_rng_state())
 
 
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "DTensor's OffsetBasedRNGTracker reads the device generator state as CUDA's Philox "
-    "(seed, offset) in 16 bytes; neuron's generator state is the CPU mt19937 state (5056 bytes), "
-    "so the offset assertion fails. Fix: a Philox-style state in csrc/NeuronGenerator."))
 def test_dtensor_random_ops(world):
-    full = world.run(dtensor_random_body)[0]
-    assert full.shape == (4, 4) and not torch.equal(full[:2], full[2:])
+    ranks = world.run(dtensor_random_body)
+    (full, _, _, after, rep, drop, state), other = ranks[0], ranks[1]
+    # sharded init: ranks hold different shards, each the stream at its DTensor offset
+    assert full.shape == (4, 4) and not torch.isclose(full[:2], full[2:]).any()
+    torch.testing.assert_close(other[0], full, rtol=0, atol=0)
+    for local, plain in ((ranks[0][1], ranks[0][2]), (ranks[1][1], ranks[1][2])):
+        torch.testing.assert_close(local, plain, rtol=0, atol=0)
+    assert after[8:].view(torch.int64).item() == 16  # offset past the whole 4x4 tensor
+    # replicated: the same values on every rank
+    torch.testing.assert_close(other[4], rep, rtol=0, atol=0)
+    assert ((rep >= 0) & (rep < 1)).all() and rep.unique().numel() == 16
+    # dropout on a sharded DTensor: the CPU's scaling, different masks per shard
+    assert set(drop.unique().tolist()) <= {0.0, 2.0} and 0.2 < (drop != 0).float().mean() < 0.8
+    torch.testing.assert_close(drop, torch.ones(8, 8) * (drop != 0) * 2.0)
+    assert not torch.equal(drop[:4] != 0, drop[4:] != 0)
+    # the generators stay in step across ranks
+    assert torch.equal(state, other[6]) and torch.equal(after, other[3])
