@@ -185,6 +185,14 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
                                 "' is not implemented for the neuron device (PyTorch has no "
                                 "CPU kernel for it to run on neuron memory).");
   }
+  if (bridge) {
+    // The generator's offset moves past this op's random values: one per output element.
+    int64_t produced = 0;
+    for (std::size_t i = stack->size() - schema.returns().size(); i < stack->size(); ++i) {
+      for_each_tensor((*stack)[i], [&](const at::Tensor& t) { produced += t.numel(); });
+    }
+    bridge->advance_past(produced);
+  }
   bridge.reset();
   session.sync_back();
 
