@@ -42,6 +42,12 @@ def init() -> None:
     """Devices are configured at import of torchneuron; kept for `torch.cuda.init` parity."""
 
 
+# torch.utils.checkpoint reads this flag (torch.cuda's name) to decide whether to save and
+# restore the device's RNG state around a recomputation; without it, dropout in a checkpointed
+# block draws a different mask in backward. Devices are configured at import, so it is true.
+_initialized = True
+
+
 def device_count() -> int:
     return _C._device_count()
 
