@@ -246,6 +246,41 @@ def test_reduce_scatter_tensor(world):
         torch.testing.assert_close(out, total[2 * r:2 * r + 2])
 
 
+def premul_sum_body(device, factor):
+    """NCCL's PREMUL_SUM(f) on neuron; gloo has none, so the CPU side reduces f * input with SUM."""
+    t, full = _rank_tensor(device), _rank_tensor(device)
+    out = torch.empty(2, 3, device=device)
+    if device.type == "neuron":
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(factor))
+        dist.reduce_scatter_tensor(out, full, op=dist._make_nccl_premul_sum(factor))
+    else:
+        t.mul_(factor)
+        dist.all_reduce(t)
+        dist.reduce_scatter_tensor(out, full * factor)
+    return t, out, full  # full: the reduce-scatter input, which must stay unscaled
+
+
+def test_premul_sum_as_fsdp2_uses_it(world):
+    factor = 0.375
+    results = world.run(run_both, premul_sum_body, factor)
+    _close(results)
+    total = (base(0) + base(1)) * factor
+    for r, ((t, out, full), _) in enumerate(results):
+        torch.testing.assert_close(t, total)
+        torch.testing.assert_close(out, total[2 * r:2 * r + 2])
+        torch.testing.assert_close(full, base(r))
+
+
+def premul_sum_unsupported_body():
+    t = _rank_tensor(torch.device("neuron", torch.neuron.current_device()))
+    dist.reduce(t, dst=0, op=dist._make_nccl_premul_sum(0.5))
+
+
+def test_premul_sum_where_gloo_has_no_path_raises(world):
+    with pytest.raises(Exception, match="PREMUL_SUM"):
+        world.run(premul_sum_unsupported_body)
+
+
 def test_all_to_all(world):
     results = world.run(run_both, all_to_all_body)
     _close(results)

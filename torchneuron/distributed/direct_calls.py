@@ -13,8 +13,10 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import (AllgatherOptions, AllreduceOptions, BroadcastOptions,
                                         ReduceScatterOptions)
 
+from .. import _C
 
-def _options(cls, trailing: tuple, reduce_op=None):
+
+def _options(cls, trailing: tuple):
     """Options from the op's optional trailing (async_op=True, timeout=-1) arguments; the
     dispatcher leaves out the ones still at their defaults."""
     opts = cls()
@@ -23,9 +25,22 @@ def _options(cls, trailing: tuple, reduce_op=None):
     opts.asyncOp = bool(async_op)
     if timeout is not None and timeout >= 0:
         opts.timeout = datetime.timedelta(milliseconds=timeout)
-    if reduce_op is not None:
-        opts.reduceOp = dist.ReduceOp(dist.ReduceOp.RedOpType(reduce_op.op()))
     return opts
+
+
+_PREMUL_SUM = dist.ReduceOp.RedOpType.PREMUL_SUM
+
+
+def _set_reduce_op(opts, reduce_op) -> float | None:
+    """Puts the call's reduce op into opts. NCCL's PREMUL_SUM(f), which gloo lacks (FSDP2 uses it
+    for a gradient divide factor other than the group size), becomes SUM: the factor is returned
+    for the caller to scale the inputs by, which is what PREMUL_SUM means."""
+    code = dist.ReduceOp.RedOpType(reduce_op.op())
+    if code == _PREMUL_SUM:
+        opts.reduceOp = dist.ReduceOp(dist.ReduceOp.RedOpType.SUM)
+        return torch.ops.torchneuron.premul_sum_factor(reduce_op)
+    opts.reduceOp = dist.ReduceOp(code)
+    return None
 
 
 def _cpu_backend(group: dist.ProcessGroup):
@@ -36,7 +51,11 @@ def allreduce_(group, cpu, args):
     # (tensors, group, reduce_op, sparse_indices, async_op, timeout) -> (tensors, work)
     if args[3] is not None:
         return None  # sparse: the generic path
-    opts = _options(AllreduceOptions, args[4:], reduce_op=args[2])
+    opts = _options(AllreduceOptions, args[4:])
+    factor = _set_reduce_op(opts, args[2])
+    if factor is not None:
+        for t in cpu[0]:  # all_reduce overwrites its tensors, so they may be scaled in place
+            t.mul_(factor)
     return args[0], _cpu_backend(group).allreduce(cpu[0], opts).boxed()
 
 
@@ -55,8 +74,11 @@ def _allgather_base_(group, cpu, args):
 
 def _reduce_scatter_base_(group, cpu, args):
     # (output, input, group, reduce_op, async_op, timeout) -> (output, work)
-    opts = _options(ReduceScatterOptions, args[4:], reduce_op=args[3])
-    return args[0], _cpu_backend(group)._reduce_scatter_base(cpu[0], cpu[1], opts).boxed()
+    opts = _options(ReduceScatterOptions, args[4:])
+    factor = _set_reduce_op(opts, args[3])
+    # The input stays as the caller passed it: a scaled copy, in neuron memory, is reduced.
+    source = cpu[1] if factor is None else _C._cpu_alias(args[1] * factor)
+    return args[0], _cpu_backend(group)._reduce_scatter_base(cpu[0], source, opts).boxed()
 
 
 DIRECT = {f.__name__: f for f in (allreduce_, broadcast_, _allgather_base_,
