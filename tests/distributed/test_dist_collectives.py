@@ -277,7 +277,7 @@ def premul_sum_unsupported_body():
 
 
 def test_premul_sum_where_gloo_has_no_path_raises(world):
-    with pytest.raises(Exception, match="PREMUL_SUM"):
+    with pytest.raises(Exception, match="Cannot use ReduceOp.PREMUL_SUM"):
         world.run(premul_sum_unsupported_body)
 
 

@@ -4,7 +4,11 @@ neither. We write both: text from the docstrings of Python's standard library (d
 one Python version) and a byte-level BPE tokenizer trained on it with the debug model's vocabulary
 size (2048).
 
-Run: `python tests/distributed/titan_assets.py DIR`, then start torchtitan from DIR."""
+With copies=N the dataset holds the documents N times in a row. TorchTitan gives each of N
+data-parallel ranks one contiguous Nth of a map-style dataset, so then every rank reads the same
+samples as a single-process run does: N-way FSDP and one process train on identical batches.
+
+Run: `python tests/distributed/titan_assets.py DIR [COPIES]`, then start torchtitan from DIR."""
 
 from __future__ import annotations
 
@@ -43,7 +47,7 @@ def corpus() -> list[str]:
     return sorted(set(docs))
 
 
-def write_assets(root: str) -> None:
+def write_assets(root: str, copies: int = 1) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     data_dir = os.path.join(root, "tests", "assets", "c4_test")
@@ -52,8 +56,9 @@ def write_assets(root: str) -> None:
     os.makedirs(tok_dir, exist_ok=True)
     texts = corpus()
     with open(os.path.join(data_dir, "data.json"), "w") as f:
-        for text in texts:
-            f.write(json.dumps({"text": text}) + "\n")
+        for _ in range(copies):
+            for text in texts:
+                f.write(json.dumps({"text": text}) + "\n")
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -69,4 +74,4 @@ def write_assets(root: str) -> None:
 
 
 if __name__ == "__main__":
-    write_assets(sys.argv[1])
+    write_assets(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1)
