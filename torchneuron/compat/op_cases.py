@@ -127,6 +127,12 @@ def values_comparable(op, dtype) -> bool:
     Their results are compared in structure, shape, dtype and device instead."""
     if getattr(op, "has_nondeterministic_output", False):
         return False
+    if any("wrapper_set_seed" in getattr(getattr(info.op, "__code__", None), "co_names", ())
+           for info in (op, getattr(op, "torch_opinfo", op))):
+        # Random ops (OpInfo seeds them; a _refs entry through the op it mirrors): repeatable on
+        # one device, but each device has its own random stream (neuron's is derived from Philox
+        # (seed, offset), as CUDA's is Philox), so values are not the CPU's.
+        return False
     for dec in _active_decorators(op, dtype):
         reason = _skip_reason(dec)
         if reason is not None and any(w in reason.lower() for w in (
