@@ -1,6 +1,8 @@
 // The boxed fallback: every ATen op without a neuron kernel of its own runs as the CPU kernel
 // on CPU aliases of the neuron memory (see CpuAlias.h). It also enforces what the CUDA backend
 // enforces in its generated wrappers: all tensors of one op on one device.
+#include "Fallback.h"
+
 #include "CpuAlias.h"
 #include "DtypePolicy.h"
 #include "NeuronGenerator.h"
@@ -205,6 +207,10 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
 }
 
 }  // namespace
+
+void run_cpu_kernel_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  neuron_fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
