@@ -211,6 +211,38 @@ def test_all_reduce_async_work_wait(world):
     _close(results, expected=(base(0) + base(1), torch.tensor(True)))
 
 
+def work_results_body(device):
+    """What an asynchronous collective's Work reports: the caller's tensors, on their device."""
+    t = _rank_tensor(device)
+    work = dist.all_reduce(t, async_op=True)
+    fut_value = work.get_future().wait()
+    work.wait()
+    result = work.result()
+    outs = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    gather_work = dist.all_gather(outs, t, async_op=True)
+    gathered = gather_work.get_future().wait()
+    doubled = dist.all_reduce(t.clone(), async_op=True).get_future().then(
+        lambda fut: fut.value()[0] * 2).wait()  # a DDP-comm-hook-style chain
+    peer = 1 - dist.get_rank()
+    p2p = (dist.isend(t, peer) if dist.get_rank() == 0 else dist.irecv(torch.empty_like(t), peer))
+    p2p.wait()
+    same = [fut_value[0] is t, result[0] is t,
+            all(a is b for a, b in zip(gathered, outs))]
+    return (t, doubled, torch.tensor(same),
+            torch.tensor([x.device == t.device for x in (*fut_value, *result, *gathered)]))
+
+
+def test_async_work_reports_the_callers_tensors(world):
+    results = world.run(run_both, work_results_body)
+    total = base(0) + base(1)
+    for (neuron, cpu) in results:
+        torch.testing.assert_close(neuron[0], total)
+        torch.testing.assert_close(neuron[1], 2 * (total + total))  # t was reduced again
+        torch.testing.assert_close(neuron[1], cpu[1])
+        assert neuron[2].all() and neuron[3].all(), (neuron[2], neuron[3])
+        assert cpu[2].all() and cpu[3].all()  # what gloo does with CPU tensors
+
+
 def test_broadcast(world):
     _close(world.run(run_both, broadcast_body), expected=(base(1),))
 

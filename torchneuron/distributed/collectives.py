@@ -41,12 +41,17 @@ class _Aliases:
     def __init__(self) -> None:
         self.neuron_devices: set[int] = set()
         self.has_cpu = False
+        self.aliases: list[torch.Tensor] = []
+        self.originals: list[torch.Tensor] = []
 
     def convert(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             if value.device.type == "neuron":
                 self.neuron_devices.add(value.device.index)
-                return _C._cpu_alias(value)
+                alias = _C._cpu_alias(value)
+                self.aliases.append(alias)
+                self.originals.append(value)
+                return alias
             if value.device.type == "cpu":
                 self.has_cpu = True
             return value
@@ -107,9 +112,20 @@ def _ensure_cpu_backend(group: dist.ProcessGroup) -> None:
             group._register_backend(cpu, dist.ProcessGroup.BackendType.GLOO, backend)
 
 
+def _async_op_index(op) -> int | None:
+    names = [a.name for a in op._schema.arguments]
+    return names.index("async_op") if "async_op" in names else None
+
+
+def _neuron_work(work, aliases: _Aliases):
+    """gloo's Work, reporting the caller's neuron tensors as its results instead of aliases."""
+    return torch.ops.torchneuron.neuron_work(work, aliases.aliases, aliases.originals)
+
+
 def _kernel(op_name: str):
     op = getattr(torch.ops.c10d, op_name).default
     direct = direct_calls.DIRECT.get(op_name)
+    async_index = _async_op_index(op)
 
     def run_on_cpu_aliases(*args):
         aliases = _Aliases()
@@ -118,16 +134,21 @@ def _kernel(op_name: str):
         _check_device(op_name, group, aliases)
         _ensure_cpu_backend(group)
         agreement.check(op_name, args, group)
-        if direct is not None:
-            result = direct(group, cpu_args, args)
-            if result is not None:
-                return result
-        result = op(*cpu_args)
-        # Every op with tensors in its result returns its first argument, updated in place:
-        # hand back the caller's neuron tensors rather than their aliases.
+        result = direct(group, cpu_args, args) if direct is not None else None
+        if result is None:
+            result = op(*cpu_args)
+            # Every op with tensors in its result returns its first argument, updated in
+            # place: hand back the caller's neuron tensors rather than their aliases.
+            if isinstance(result, tuple):
+                result = (args[0], *result[1:])
+        # Only a caller of an asynchronous op (async_op=True, which is also the default C++
+        # callers such as DDP's reducer get; point-to-point ops) sees the Work; synchronous
+        # calls wait on it inside torch.distributed and skip the wrapping.
+        if async_index is not None and len(args) > async_index and not args[async_index]:
+            return result
         if isinstance(result, tuple):
-            return (args[0], *result[1:])
-        return result
+            return (*result[:-1], _neuron_work(result[-1], aliases))
+        return _neuron_work(result, aliases)
 
     run_on_cpu_aliases.__name__ = f"neuron_{op_name}"
     return run_on_cpu_aliases
