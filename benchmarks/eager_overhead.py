@@ -8,14 +8,17 @@ Run: `.venv/bin/python benchmarks/eager_overhead.py` (or `make bench`) from the 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
+import subprocess
 import sys
 import time
 from typing import Callable
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # for demo.gpt
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for demo.gpt
 
 
 def best_time(fn: Callable[[], object], number: int) -> float:
@@ -117,6 +120,28 @@ def measure(rounds: int, cases=None) -> list[tuple[str, float, float]]:
     return rows
 
 
+# The demo's training loop in a fresh process, which prints its peak resident set (KiB).
+DEMO_PEAK_RSS = """
+import argparse, resource, sys
+import torch
+from demo.train_gpt import load_corpus, train
+data, vocab = load_corpus()
+train(sys.argv[1], data, vocab, argparse.Namespace(steps=60, batch=16, block=64, seed=1337))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def demo_peak_rss_mib(device: str) -> float:
+    """Peak resident memory of the demo's training on `device`. The CPU run is native PyTorch:
+    torchneuron is not even imported (backend autoload off)."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    done = subprocess.run([sys.executable, "-c", DEMO_PEAK_RSS, device], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1]) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -128,6 +153,8 @@ def main() -> None:
     print(f"{'case':<26} {'neuron us':>10} {'cpu us':>10} {'neuron/cpu':>11}")
     for name, t_n, t_c in rows:
         print(f"{name:<26} {t_n * 1e6:>10.2f} {t_c * 1e6:>10.2f} {t_n / t_c:>10.2f}x")
+    rss_n, rss_c = demo_peak_rss_mib("neuron"), demo_peak_rss_mib("cpu")
+    print(f"{'demo peak RSS (MiB)':<26} {rss_n:>10.1f} {rss_c:>10.1f} {rss_n / rss_c:>10.2f}x")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,13 @@ from demo.gpt import GPT
 CORPUS = pathlib.Path(__file__).with_name("corpus.txt")
 
 
+def load_corpus() -> tuple[torch.Tensor, int]:
+    """The corpus as character indices, and the vocabulary size."""
+    text = CORPUS.read_text()
+    chars = sorted(set(text))
+    return torch.tensor([chars.index(c) for c in text], dtype=torch.long), len(chars)
+
+
 def batches(data: torch.Tensor, steps: int, batch: int, block: int, seed: int):
     gen = torch.Generator().manual_seed(seed)
     for _ in range(steps):
@@ -48,15 +55,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1337)
     args = parser.parse_args()
 
-    text = CORPUS.read_text()
-    chars = sorted(set(text))
-    data = torch.tensor([chars.index(c) for c in text], dtype=torch.long)
-    print(f"corpus: {len(text)} characters, vocabulary {len(chars)}; device: "
+    data, vocab = load_corpus()
+    print(f"corpus: {len(data)} characters, vocabulary {vocab}; device: "
           f"{torch.neuron.get_device_name()}")
 
     torch.neuron.reset_peak_memory_stats()
-    neuron_losses, neuron_tps = train("neuron", data, len(chars), args)
-    cpu_losses, cpu_tps = train("cpu", data, len(chars), args)
+    neuron_losses, neuron_tps = train("neuron", data, vocab, args)
+    cpu_losses, cpu_tps = train("cpu", data, vocab, args)
 
     print(f"\n{'step':>5} {'loss neuron':>12} {'loss cpu':>10} {'|diff|':>9}")
     for i in list(range(0, args.steps, max(1, args.steps // 10))) + [args.steps - 1]:
