@@ -50,6 +50,7 @@ ROUTED_TO_CPU_KERNELS = tuple(_C._route_to_cpu_kernels())
 from . import compile as _compile  # noqa: E402
 
 _compile.install_inductor_hooks(_device_module)
+_compile.install_fake_tensor_rules()  # traced neuron convolutions answer in the CPU's layout
 
 # 7. torch.distributed: the c10d backend `neuron` (gloo on zero-copy CPU aliases), also the
 #    default backend for the device, so init_process_group() picks it.

@@ -66,3 +66,26 @@ def test_cpu_tensors_under_backend_neuron_compile_for_the_cpu():
     for got, want in zip(out, pointwise_and_reduction(a, b)):
         assert got.device.type == "cpu"
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("backend", ["neuron", "inductor"])
+def test_inductor_cache_key_carries_neurons_codegen_fingerprint(backend, python):
+    # A fresh process: registration happens once, on the first compile, by either route.
+    r = python("import torch; from torch._inductor.codegen.common import custom_backend_passes; "
+               f"torch.compile(lambda x: x.sin() + 1, backend={backend!r})("
+               "torch.ones(4, device='neuron')); "
+               "print(type(custom_backend_passes['neuron']).__name__)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "CodegenFingerprint"
+
+
+def test_codegen_fingerprint_hashes_the_compile_package_and_the_kernels():
+    from torch._inductor.custom_graph_pass import get_hash_for_files
+
+    import torchneuron.compile.conv_layout as conv_layout
+    from torchneuron import _C
+    from torchneuron.compile.inductor import CodegenFingerprint
+
+    sources = CodegenFingerprint.sources()
+    assert conv_layout.__file__ in sources and _C.__file__ in sources
+    assert CodegenFingerprint().uuid() == get_hash_for_files(sources)

@@ -4,25 +4,25 @@ neuron device (inductor.py), so a bare `torch.compile(model)` on neuron tensors 
 
 Importing Dynamo/Inductor costs about 1.5 s, so nothing here imports them until a compilation
 asks: Inductor looks up `torch.neuron.Scheduling` and friends the first time it generates code
-for the PrivateUse1 device, and `install_inductor_hooks` answers that lookup."""
+for the PrivateUse1 device, and `install_inductor_hooks` registers neuron at that moment."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
 # The names Inductor reads from the PrivateUse1 device module (see Inductor's
-# `init_backend_registration`) and the classes in inductor.py that answer them.
-_INDUCTOR_HOOKS = {
-    "Scheduling": "CppScheduling",
-    "PythonWrapperCodegen": "NeuronWrapperCodegen",
-    "CppWrapperCodegen": "NeuronCppWrapperCodegen",
-    "WrapperFxCodegen": "WrapperFxCodegen",
-}
+# `init_backend_registration`) to register the device itself, if nobody has yet.
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
 
 def install_inductor_hooks(device_module: ModuleType) -> None:
-    """Give `device_module` (torch.neuron) the attributes Inductor looks up for PrivateUse1,
-    registering neuron with Inductor and Dynamo on first access."""
+    """Register neuron with Inductor and Dynamo the first time Inductor looks up one of its
+    PrivateUse1 names on `device_module` (torch.neuron).
+
+    The lookup registers neuron in full (inductor.register) and then answers "absent", so that
+    Inductor keeps that registration instead of registering the four classes again on its own:
+    its generic registration would drop neuron's cache fingerprint (inductor.CodegenFingerprint),
+    and graphs cached by another torchneuron version would be reused."""
     previous = getattr(device_module, "__getattr__", None)
 
     def __getattr__(name: str):
@@ -30,9 +30,19 @@ def install_inductor_hooks(device_module: ModuleType) -> None:
             from . import inductor
 
             inductor.register()
-            return getattr(inductor, _INDUCTOR_HOOKS[name])
+            raise AttributeError(f"neuron registered itself with Inductor (torchneuron.compile."
+                                 f"inductor.register); {name} is not looked up here")
         if previous is not None:
             return previous(name)
         raise AttributeError(f"module {device_module.__name__!r} has no attribute {name!r}")
 
     device_module.__getattr__ = __getattr__
+
+
+def install_fake_tensor_rules() -> None:
+    """Tracing (torch.compile, torch.export, FakeTensorMode) predicts the layout of a neuron
+    convolution as the CPU's, which is the one neuron's kernel answers in (see conv_layout.py).
+    PyTorch imports its fake-tensor rules at `import torch`, so this costs no import."""
+    from . import conv_layout
+
+    conv_layout.install()

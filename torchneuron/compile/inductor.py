@@ -9,6 +9,8 @@ does not know. Four registrations make Inductor target neuron (see `register`)."
 from __future__ import annotations
 
 import functools
+import glob
+import os
 
 from torch._dynamo.device_interface import register_interface_for_device
 from torch._inductor.codegen.common import register_backend_for_device, \
@@ -18,6 +20,7 @@ from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
 from . import inductor_cpu_paths
@@ -83,12 +86,33 @@ class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
         return f"torch.neuron.device({device_idx})"
 
 
+class CodegenFingerprint(CustomGraphModulePass):
+    """Changes nothing in the graph; its uuid puts the source of neuron's code generation (this
+    package) and of its kernels (torchneuron._C: the convolution's layout rule depends on it)
+    into Inductor's cache key, so a cached graph compiled by another torchneuron is not reused."""
+
+    def __call__(self, gm) -> None:
+        pass
+
+    @staticmethod
+    def sources() -> tuple[str, ...]:
+        from .. import _C
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        return tuple(sorted(glob.glob(os.path.join(here, "*.py")))) + (_C.__file__,)
+
+    @functools.cache
+    def uuid(self) -> bytes:
+        return get_hash_for_files(self.sources())
+
+
 @functools.cache
 def register() -> None:
     """Teach Inductor and Dynamo the neuron device (idempotent)."""
     # 1. Kernels: Inductor's C++ (OpenMP + ATen vectorized) scheduling, for neuron tensors.
     register_backend_for_device(DEVICE, CppScheduling, NeuronWrapperCodegen,
-                                NeuronCppWrapperCodegen, WrapperFxCodegen)
+                                NeuronCppWrapperCodegen, WrapperFxCodegen,
+                                device_custom_pass=CodegenFingerprint())
     # 2. Runtime queries the compiler makes (device count, streams, properties).
     register_interface_for_device(DEVICE, NeuronInterface)
     # 3. Device housekeeping lines in the generated wrapper.
