@@ -9,6 +9,8 @@ NEURON_DIST_CHECK=0 (runtime/config.py) turns the check off, for latency-bound p
 
 from __future__ import annotations
 
+from array import array
+
 import torch
 import torch.distributed as dist
 
@@ -22,6 +24,7 @@ AGREEING_ARGS = {
 }
 CHECKED_OPS = tuple(AGREEING_ARGS) + ("alltoall_base_",)
 enabled = True  # set from the configuration by backend.register()
+_CPU = torch.device("cpu")
 _OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS)}
 _DTYPES = [getattr(torch, n) for n in (
     "float32", "float64", "float16", "bfloat16", "uint8", "int8", "int16", "int32", "int64",
@@ -53,8 +56,9 @@ def _describe(dtype_code: int, dims: list[int]) -> str:
     return f"{name}{list(dims)}"
 
 
-def _fingerprint(op_name: str, args: tuple, world: int) -> torch.Tensor:
-    fp = torch.full((_HEAD + 2 * world,), -1, dtype=torch.int64)
+def _fingerprint(op_name: str, args: tuple, world: int) -> list[int]:
+    # A Python list, not a tensor: a dozen element writes into a tensor cost ~50 us per call.
+    fp = [-1] * (_HEAD + 2 * world)
     valid = True
     if op_name == "alltoall_base_":
         out, inp, out_splits, in_splits = args[0], args[1], args[3], args[4]
@@ -66,7 +70,7 @@ def _fingerprint(op_name: str, args: tuple, world: int) -> torch.Tensor:
         valid = (sum(in_splits) == rows_in and sum(out_splits) == rows_out
                  and len(in_splits) == len(out_splits) == world)
         if valid:
-            fp[_HEAD:] = torch.tensor([s * row for s in in_splits + out_splits])
+            fp[_HEAD:] = [s * row for s in in_splits + out_splits]
         # Rows may differ between ranks; what a row is may not.
         dtype, dims = inp.dtype, list(inp.shape[1:])
         sig = [_DTYPE_CODES.get(dtype, 0), *dims]
@@ -81,8 +85,8 @@ def _fingerprint(op_name: str, args: tuple, world: int) -> torch.Tensor:
     if dtype is not None:
         fp[_DTYPE] = _DTYPE_CODES.get(dtype, 0)
         fp[_NDIM] = len(dims)
-        fp[_DIMS:_DIMS + min(len(dims), _MAX_DIMS)] = torch.tensor(dims[:_MAX_DIMS],
-                                                                   dtype=torch.int64)
+        shown = dims[:_MAX_DIMS]
+        fp[_DIMS:_DIMS + len(shown)] = shown
     return fp
 
 
@@ -127,12 +131,15 @@ def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
     world, me = group.size(), group.rank()
     if world == 1:
         return
-    fp = _fingerprint(op_name, args, world)
-    out = torch.empty(world * fp.numel(), dtype=torch.int64)
-    group._get_backend(torch.device("cpu"))._allgather_base(out, fp).wait()
-    fps = out.view(world, -1)
-    if op_name != "alltoall_base_" and bool((fps == fps[me]).all()):
+    fp = array("q", _fingerprint(op_name, args, world))
+    n = len(fp)
+    gathered = array("q", bytes(8 * world * n))
+    group._get_backend(_CPU)._allgather_base(torch.frombuffer(gathered, dtype=torch.int64),
+                                             torch.frombuffer(fp, dtype=torch.int64)).wait()
+    if op_name != "alltoall_base_" and all(gathered[r * n:(r + 1) * n] == fp
+                                           for r in range(world)):
         return  # every rank made the same call
+    fps = torch.tensor(gathered.tolist(), dtype=torch.int64).view(world, n)
     problem = _explain(op_name, me, fps)
     if problem is not None:
         raise RuntimeError(f"neuron backend: mismatched collective c10d::{op_name} on rank "

@@ -30,6 +30,7 @@ C10D_OPS = (
 )
 
 _lock = threading.Lock()
+_CPU = torch.device("cpu")
 # Which neuron device this process communicates on: one process, one device, as with NCCL. Set
 # by the first collective (or by a group's `device_id`), checked by every later one.
 _process_device: int | None = None
@@ -55,8 +56,10 @@ class _Aliases:
             if value.device.type == "cpu":
                 self.has_cpu = True
             return value
-        if isinstance(value, (list, tuple)):
-            return type(value)(self.convert(v) for v in value)
+        if isinstance(value, list):
+            return [self.convert(v) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.convert(v) for v in value)
         return value
 
 
@@ -103,13 +106,12 @@ def _ensure_cpu_backend(group: dist.ProcessGroup) -> None:
     """A group made for neuron alone (init_process_group() with no backend named) has no CPU
     entry, but the CPU aliases dispatch to the CPU one: give it the same gloo backend. Its default
     backend type is then gloo, which is what PyTorch already assumed for such a group."""
-    cpu = torch.device("cpu")
-    if cpu in group._device_types:
+    if _CPU in group._device_types:
         return
     with _lock:
-        if cpu not in group._device_types:
+        if _CPU not in group._device_types:
             backend = group._get_backend(torch.device("neuron"))
-            group._register_backend(cpu, dist.ProcessGroup.BackendType.GLOO, backend)
+            group._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO, backend)
 
 
 def _async_op_index(op) -> int | None:

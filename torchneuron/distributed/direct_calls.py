@@ -28,23 +28,27 @@ def _options(cls, trailing: tuple):
     return opts
 
 
-_PREMUL_SUM = dist.ReduceOp.RedOpType.PREMUL_SUM
+_PREMUL_SUM = int(dist.ReduceOp.RedOpType.PREMUL_SUM)
+# gloo's ReduceOp for each op code, made once (opts copy it); PREMUL_SUM cannot be made this way.
+_REDUCE_OPS = {int(code): dist.ReduceOp(code) for code in dist.ReduceOp.RedOpType.__members__.values()
+               if int(code) != _PREMUL_SUM}
+_CPU = torch.device("cpu")
 
 
 def _set_reduce_op(opts, reduce_op) -> float | None:
     """Puts the call's reduce op into opts. NCCL's PREMUL_SUM(f), which gloo lacks (FSDP2 uses it
     for a gradient divide factor other than the group size), becomes SUM: the factor is returned
     for the caller to scale the inputs by, which is what PREMUL_SUM means."""
-    code = dist.ReduceOp.RedOpType(reduce_op.op())
+    code = reduce_op.op()
     if code == _PREMUL_SUM:
-        opts.reduceOp = dist.ReduceOp(dist.ReduceOp.RedOpType.SUM)
+        opts.reduceOp = _REDUCE_OPS[int(dist.ReduceOp.RedOpType.SUM)]
         return torch.ops.torchneuron.premul_sum_factor(reduce_op)
-    opts.reduceOp = dist.ReduceOp(code)
+    opts.reduceOp = _REDUCE_OPS[code]
     return None
 
 
 def _cpu_backend(group: dist.ProcessGroup):
-    return group._get_backend(torch.device("cpu"))
+    return group._get_backend(_CPU)
 
 
 def allreduce_(group, cpu, args):
