@@ -89,3 +89,18 @@ def test_codegen_fingerprint_hashes_the_compile_package_and_the_kernels():
     sources = CodegenFingerprint.sources()
     assert conv_layout.__file__ in sources and _C.__file__ in sources
     assert CodegenFingerprint().uuid() == get_hash_for_files(sources)
+
+
+@pytest.mark.parametrize("width", [256, 4096], ids=["short_rows", "long_rows"])
+def test_layer_norm_statistics_are_generated_as_for_the_cpu(width):
+    # The C++ backend computes mean and variance in two vectorized passes for rows up to
+    # config.cpp.use_two_step_variance_threshold (1024) elements and with Welford's update
+    # beyond; neuron's kernels come from that backend and follow the same rule.
+    norm, x = torch.nn.LayerNorm(width), torch.randn(8, width)
+    codes = {}
+    for device in ("cpu", "neuron"):
+        torch._dynamo.reset()
+        fn = torch.compile(norm.to(device), backend="neuron" if device == "neuron" else "inductor")
+        out, (codes[device], *_) = run_and_get_code(fn, x.to(device))
+        torch.testing.assert_close(out.cpu(), norm.cpu()(x))
+    assert ("welford" in codes["neuron"]) == ("welford" in codes["cpu"]) == (width > 1024)
