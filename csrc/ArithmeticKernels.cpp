@@ -114,17 +114,6 @@ at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10
   return iter.output();
 }
 
-template <typename... Args>
-at::Tensor through_fallback(const std::string& name, const char* overload, const Args&... args) {
-  const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow(name.c_str(), overload);
-  torch::jit::Stack stack;
-  stack.reserve(sizeof...(Args));
-  (stack.emplace_back(args), ...);
-  run_cpu_kernel_on_aliases(op, &stack);
-  return std::move(stack.back()).toTensor();
-}
-
 // One op in its three forms; name() is its ATen name, for the fallback.
 template <Arith kOp>
 struct Kernels {
@@ -144,9 +133,9 @@ struct Kernels {
       return run_cpu_stub(kOp, at::Tensor(), *ops, alpha);
     }
     if (kOp == Arith::kAdd || kOp == Arith::kSub) {
-      return through_fallback(name(), "Tensor", self, other, alpha);
+      return call_through_fallback(name().c_str(), "Tensor", self, other, alpha);
     }
-    return through_fallback(name(), "Tensor", self, other);
+    return call_through_fallback(name().c_str(), "Tensor", self, other);
   }
 
   static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other,
@@ -155,9 +144,9 @@ struct Kernels {
     if (ops && ops->dtype == self.scalar_type()) {
       run_cpu_stub(kOp, self, *ops, alpha);
     } else if (kOp == Arith::kAdd || kOp == Arith::kSub) {
-      through_fallback(name() + "_", "Tensor", self, other, alpha);
+      call_through_fallback((name() + "_").c_str(), "Tensor", self, other, alpha);
     } else {
-      through_fallback(name() + "_", "Tensor", self, other);
+      call_through_fallback((name() + "_").c_str(), "Tensor", self, other);
     }
     return self;
   }
@@ -168,9 +157,9 @@ struct Kernels {
     if (ops && result.defined() && ops->dtype == result.scalar_type()) {
       run_cpu_stub(kOp, result, *ops, alpha);
     } else if (kOp == Arith::kAdd || kOp == Arith::kSub) {
-      through_fallback(name(), "out", self, other, alpha, result);
+      call_through_fallback(name().c_str(), "out", self, other, alpha, result);
     } else {
-      through_fallback(name(), "out", self, other, result);
+      call_through_fallback(name().c_str(), "out", self, other, result);
     }
     return result;
   }

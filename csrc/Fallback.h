@@ -2,6 +2,7 @@
 // for some inputs and hand every other case to the fallback, which handles all of them.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -9,5 +10,16 @@ namespace torchneuron {
 
 // Runs `op` on the stack's arguments as the CPU kernel on CPU aliases of neuron memory.
 void run_cpu_kernel_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// Runs the ATen op `name`.`overload` on `args` through the fallback; returns its (first) result.
+template <typename... Args>
+at::Tensor call_through_fallback(const char* name, const char* overload, const Args&... args) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(name, overload);
+  torch::jit::Stack stack;
+  stack.reserve(sizeof...(Args));
+  (stack.emplace_back(args), ...);
+  run_cpu_kernel_on_aliases(op, &stack);
+  return std::move(stack.back()).toTensor();
+}
 
 }  // namespace torchneuron
