@@ -13,6 +13,7 @@ namespace torchneuron {
 void register_hooks();
 std::map<std::string, std::vector<std::string>> autocast_op_lists();  // Autocast.cpp
 std::vector<std::string> route_to_cpu_kernels();  // Fallback.cpp
+PyObject* empty_strided_function();  // CompileAllocation.cpp
 }
 
 namespace {
@@ -99,6 +100,8 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_cpu_alias", &cpu_alias);
+  // A bare CPython function, not pybind11's: its call overhead is what torch.compile pays.
+  m.add_object("_empty_strided", py::reinterpret_steal<py::object>(tn::empty_strided_function()));
   m.def("_route_to_cpu_kernels", &tn::route_to_cpu_kernels);
 
   m.def("_autocast_op_lists", &tn::autocast_op_lists);

@@ -30,7 +30,8 @@ def test_generated_code_runs_fused_cpp_kernels_on_neuron_memory(backend):
     out, (code, *_) = run_and_get_code(fn, a.neuron(), b.neuron())
 
     assert "cpp_fused_" in code and 'extern "C"' in code  # Inductor's C++ kernels, fused
-    assert "device='neuron'" in code  # the wrapper allocates its buffers on neuron
+    # The wrapper allocates its buffers on neuron, through torchneuron._C's fast path.
+    assert "= empty_strided_neuron(" in code and "= empty_strided(" not in code
     assert "= empty_strided_cpu(" not in code and "device='cpu'" not in code
     for got, want in zip(out, pointwise_and_reduction(a, b)):
         assert got.device.type == "neuron"

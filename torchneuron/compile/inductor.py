@@ -3,8 +3,9 @@
 The software NeuronCore runs kernels as CPU code on device memory, which lives in host RAM, so
 the kernels Inductor generates for the CPU are the neuron device's kernels: they receive the raw
 pointers of neuron tensors. What differs from the CPU is the host-side wrapper: it allocates its
-buffers with `empty_strided(..., device='neuron')` and calls the C++ kernels for a device Inductor
-does not know. Four registrations make Inductor target neuron (see `register`)."""
+buffers with `empty_strided_neuron` (torchneuron._C's counterpart of Inductor's
+`empty_strided_cpu`) and calls the C++ kernels for a device Inductor does not know. Four
+registrations make Inductor target neuron (see `register`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+from torch._inductor import config
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
@@ -27,6 +29,7 @@ from . import inductor_cpu_paths
 from .device_interface import NeuronInterface
 
 DEVICE = "neuron"
+ALLOCATOR = "empty_strided_neuron"  # torchneuron._C._empty_strided, in the generated wrapper
 CPP_WRAPPER_UNSUPPORTED = (
     "torch.compile on neuron does not support cpp_wrapper=True (AOTInductor's C++ wrapper has a "
     "runtime header only for built-in devices); compile without it: the generated Python "
@@ -34,8 +37,25 @@ CPP_WRAPPER_UNSUPPORTED = (
 
 
 class _NeuronKernelCalls:
-    """Emits neuron kernel launches as plain calls of the compiled C++ kernel: the software
-    NeuronCore finishes a kernel before the call returns, so there is no stream to pass."""
+    """Emits neuron kernel launches as plain calls of the compiled C++ kernel (the software
+    NeuronCore finishes a kernel before the call returns, so there is no stream to pass) and
+    buffer allocations as calls of `empty_strided_neuron` (0.3 us, where the generic
+    `empty_strided(..., device='neuron')` costs 1.1 us in Python's argument parsing)."""
+
+    def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None,
+                        is_pinned=False):
+        if device.type != DEVICE or config.test_configs.track_memory_lifecycle:
+            return super().make_allocation(name, device, dtype, shape, stride, allocation_shape,
+                                           is_pinned)
+        # Inductor's line for the CPU's and CUDA's fast allocators, for neuron's.
+        shape_tuple = self.codegen_python_shape_tuple(shape)
+        allocation_tuple = self.codegen_python_shape_tuple(
+            shape if allocation_shape is None else allocation_shape)
+        stride_tuple = self.codegen_python_shape_tuple(stride)
+        line = f"{name} = {ALLOCATOR}({allocation_tuple}, {stride_tuple}, {dtype})"
+        if allocation_tuple != shape_tuple:
+            line += f".as_strided({shape_tuple}, {stride_tuple})"
+        return line
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True,
                                      **kwargs):
@@ -53,6 +73,10 @@ class NeuronSubgraphWrapperCodegen(_NeuronKernelCalls, SubgraphPythonWrapperCode
 
 class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
     """The Python wrapper: allocates buffers on neuron and calls the fused C++ kernels."""
+
+    def write_header(self) -> None:
+        super().write_header()
+        self.imports.writeline(f"from torchneuron._C import _empty_strided as {ALLOCATOR}")
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
