@@ -12,13 +12,7 @@
 // dtype, plus Python numbers converted here exactly as the CPU converts them; every other case
 // (mixed dtypes, integer division, float64, reduced-precision with a Python number, whose CPU
 // kernel reads the unconverted number) runs through the fallback, which handles all of them.
-// DispatchStub's call path has one parameter per CPU capability torch was compiled for; declare
-// the ones the x86-64 wheels are built with, so this file calls the same exported symbol.
-#if defined(__x86_64__) && !defined(HAVE_AVX2_CPU_DEFINITION)
-#define HAVE_AVX512_CPU_DEFINITION
-#define HAVE_AVX2_CPU_DEFINITION
-#endif
-
+#include "CpuStubs.h"  // first: before any ATen header
 #include "Fallback.h"
 
 #include <ATen/Dispatch.h>

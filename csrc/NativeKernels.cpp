@@ -1,6 +1,6 @@
 // The few ATen kernels that cannot go through the boxed fallback: they create neuron memory,
 // change a tensor's metadata in place, or move bytes across the host/device boundary.
-#include "CpuAlias.h"
+#include "CpuStubs.h"  // first: before any ATen header
 #include "NeuronAllocator.h"
 #include "NeuronGuard.h"
 #include "runtime/NeuronRuntime.h"
@@ -8,6 +8,8 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Copy.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/resize_cpu_dispatch.h>
@@ -103,25 +105,29 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
-c10::DeviceIndex neuron_index(const at::Tensor& a, const at::Tensor& b) {
-  return a.is_privateuseone() ? a.device().index() : b.device().index();
-}
-
 // Every byte that crosses between host and device, or between two neuron devices, moves here.
-// Both sides become CPU aliases and the CPU copy kernel does dtype conversion and striding.
+// Both sides are host memory on the software NeuronCore, so the CPU's copy kernel (dtype
+// conversion, striding, conj/neg bits) runs on them as they are, on the iterator the CPU's
+// copy_ builds (which also rejects internal and partial overlap, as the CPU does).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  // The common case (a whole dense tensor moving as is) is a single memcpy. Copies within one
-  // storage take the CPU kernel's path, which rejects partial overlap as the CPU does.
+  // The common case (a whole dense tensor moving as is) is a single memcpy.
   if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
       self.is_contiguous() && dst.is_contiguous() && self.is_conj() == dst.is_conj() &&
       self.is_neg() == dst.is_neg() && !self.storage().is_alias_of(dst.storage())) {
     rt::memcpy(dst.mutable_data_ptr(), self.const_data_ptr(), self.nbytes());
     return dst;
   }
-  AliasSession session(neuron_index(dst, self));
-  at::Tensor src_cpu = self.is_privateuseone() ? session.to_cpu(self) : self;
-  at::Tensor dst_cpu = dst.is_privateuseone() ? session.to_cpu(dst) : dst;
-  dst_cpu.copy_(src_cpu, non_blocking);
+  TORCH_CHECK(self.layout() == c10::kStrided && dst.layout() == c10::kStrided,
+              "neuron supports strided tensors only, got a copy from ", self.layout(), " to ",
+              dst.layout());
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(self)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .check_all_same_device(false)
+                  .build();
+  if (iter.numel() > 0) at::native::copy_stub(c10::kCPU, iter, non_blocking);
   return dst;
 }
 
