@@ -105,3 +105,20 @@ def test_layer_norm_statistics_are_generated_as_for_the_cpu(width):
         out, (codes[device], *_) = run_and_get_code(fn, x.to(device))
         torch.testing.assert_close(out.cpu(), norm.cpu()(x))
     assert ("welford" in codes["neuron"]) == ("welford" in codes["cpu"]) == (width > 1024)
+
+
+def test_cnn_gets_the_cpus_channels_last_plan():
+    # With oneDNN, Inductor plans channels-last activations for every CPU graph with a
+    # convolution; neuron's convolution is that oneDNN kernel, so its graphs get the same plan.
+    model, x = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval(), \
+        torch.randn(2, 3, 8, 8)
+    plans = {}
+    for device in ("cpu", "neuron"):
+        torch._dynamo.reset()
+        fn = torch.compile(model.to(device), backend="neuron" if device == "neuron" else "inductor")
+        with torch.no_grad():
+            out, (code, *_) = run_and_get_code(fn, x.to(device))
+        torch.testing.assert_close(out.cpu(), model.cpu()(x))
+        channels_last = str(x.to(memory_format=torch.channels_last).stride())
+        plans[device] = (channels_last in code.split("def call")[1], out.stride())
+    assert plans["neuron"] == plans["cpu"] and plans["cpu"][0]  # the input copied channels-last

@@ -17,8 +17,8 @@ def test_cnn_with_batchnorm_in_training_mode():
 
 
 def test_cnn_inference_single_threaded():
-    # With one thread the CPU's convolution answers contiguous where a channels-last layout
-    # would be planned; backend="neuron" plans no layout change (see compile/backend.py).
+    # With one thread the CPU picks other convolution kernels (and layouts) than with several;
+    # the layout plan must follow (compile/conv_layout.py), or the stride check fails.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

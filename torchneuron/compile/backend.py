@@ -41,15 +41,9 @@ def _warn_once(mode: str, reasons: list[str]) -> None:
                   "graph is still compiled to fused neuron kernels.", UserWarning, stacklevel=3)
 
 
-# Inductor's layout optimization turns convolution inputs channels-last where the convolution
-# is predicted to answer in channels-last. For a PrivateUse1 convolution ATen predicts a
-# contiguous answer, so the optimization would only add two layout copies around every conv.
-_NEURON_DEFAULTS = {"layout_optimization": False}
-
-
 def config_for(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
     """Inductor config patches for `mode` and `options` on neuron (raises on unknown ones)."""
-    patches: dict[str, Any] = dict(_NEURON_DEFAULTS)
+    patches: dict[str, Any] = {}
     reasons: list[str] = []
     if mode is not None and mode != "default":
         known = list_mode_options()

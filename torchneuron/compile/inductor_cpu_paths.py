@@ -15,6 +15,11 @@ Two more pick the C++ backend's tuned heuristics, so that neuron's kernels are t
   (sum, then squared deviations) for rows up to `config.cpp.use_two_step_variance_threshold`
   elements, where other devices get Welford's update per element: half the time per row.
 
+One more decides the layout plan: with oneDNN available, a graph whose convolutions all run on
+the CPU gets channels-last activations (`GraphLowering.decide_layout_opt`); neuron's convolution
+is the CPU's oneDNN kernel (and tracing predicts its layout as the CPU's, see conv_layout.py), so
+neuron graphs get the same plan.
+
 Upstream, all would become a lookup of the device's registered scheduling; until then this
 module re-points them without changing what the CPU or any other device gets."""
 
@@ -24,6 +29,7 @@ import sys
 
 import sympy
 import torch._inductor.codegen.common  # noqa: F401  (binds get_current_backend by name)
+import torch._inductor.graph as graph
 import torch._inductor.ir as ir
 import torch._inductor.kernel.mm_common  # noqa: F401  (binds get_current_backend by name)
 import torch._inductor.lowering as lowering
@@ -76,6 +82,9 @@ def install(device_type: str) -> None:
     # Both are called by their module-global names inside ir.py and lowering.py.
     ir.is_cpu = ir_is_cpu
     lowering.use_two_step_variance = use_two_step_variance
+    # Read by decide_layout_opt only; the oneDNN fusion passes keep their own CPU/XPU list.
+    if device_type not in graph.SUPPORTED_MKLDNN_DEVICES:
+        graph.SUPPORTED_MKLDNN_DEVICES = (*graph.SUPPORTED_MKLDNN_DEVICES, device_type)
     # Modules that imported the function by name hold their own reference: re-point each one.
     for name, module in list(sys.modules.items()):
         if name.startswith("torch._inductor") and \
