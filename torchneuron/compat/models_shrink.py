@@ -50,7 +50,9 @@ _HEAD_DIM = re.compile(r"head_dim$")
 _LORA_RANK = re.compile(r"lora_rank$")
 # Randomness inside forward (dropout, masking, VITS-style noise) draws from per-device
 # generators, whose streams diverge between a CPU run and a neuron run (as CPU and CUDA do).
-_RANDOM_FLOAT = re.compile(r"dropout|drop_path|layerdrop|_prob$|dropout_rate|noise_scale")
+_RANDOM_FLOAT = re.compile(
+    r"dropout|drop_path|droppath|layerdrop|layer_drop|pdrop|drop_rate|drop_connect_rate|_prob$|"
+    r"noise_scale")
 
 
 def _kept_layers(d: dict, layers_before: int | None) -> list[int]:
