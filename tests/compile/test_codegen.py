@@ -69,12 +69,12 @@ def test_cpu_tensors_under_backend_neuron_compile_for_the_cpu():
         torch.testing.assert_close(got, want)
 
 
-@pytest.mark.parametrize("backend", ["neuron", "inductor"])
-def test_inductor_cache_key_carries_neurons_codegen_fingerprint(backend, python):
-    # A fresh process: registration happens once, on the first compile, by either route.
+def test_inductor_cache_key_carries_neurons_codegen_fingerprint(python):
+    # A fresh process, where the first compile is a bare torch.compile: Inductor registers
+    # PrivateUse1 itself then, which would drop the fingerprint (backend="neuron" registers
+    # neuron before Inductor looks).
     r = python("import torch; from torch._inductor.codegen.common import custom_backend_passes; "
-               f"torch.compile(lambda x: x.sin() + 1, backend={backend!r})("
-               "torch.ones(4, device='neuron')); "
+               "torch.compile(lambda x: x.sin() + 1)(torch.ones(4, device='neuron')); "
                "print(type(custom_backend_passes['neuron']).__name__)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == "CodegenFingerprint"
