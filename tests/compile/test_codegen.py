@@ -1,9 +1,13 @@
 """What torch.compile generates for neuron tensors: fused C++ kernels on neuron memory, buffers
 allocated on neuron, reached both as backend="neuron" and as a bare torch.compile."""
 
+import re
+
 import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
+
+from compile_models import MLP, TransformerBlock, mlp_input, transformer_input
 
 
 def pointwise_and_reduction(a, b):
@@ -122,3 +126,36 @@ def test_cnn_gets_the_cpus_channels_last_plan():
         channels_last = str(x.to(memory_format=torch.channels_last).stride())
         plans[device] = (channels_last in code.split("def call")[1], out.stride())
     assert plans["neuron"] == plans["cpu"] and plans["cpu"][0]  # the input copied channels-last
+
+
+def cpp_kernels(code):
+    """The C++ sources of a compiled graph's fused kernels, in a stable order."""
+    return sorted(re.findall(r"async_compile\.cpp_pybinding\((\[.*?\]), r'''(.*?)'''\)",
+                             "\n".join(code), re.S))
+
+
+@pytest.mark.parametrize("model, make_input", [(MLP, mlp_input),
+                                               (TransformerBlock, transformer_input)],
+                         ids=["mlp", "transformer_block"])
+def test_training_graphs_compile_to_the_cpus_kernels(model, make_input):
+    # Neuron's kernels come from the CPU's C++ backend and take its heuristics too
+    # (inductor_cpu_paths.py): forward and backward kernels are the CPU's, character for
+    # character, so compiled neuron computes what compiled CPU computes, bit for bit.
+    torch.manual_seed(0)
+    m, x = model(), make_input()
+    kernels, outputs = {}, {}
+    for device in ("cpu", "neuron"):
+        torch._dynamo.reset()
+        on_device = type(m)().to(device)
+        on_device.load_state_dict(m.state_dict())
+        fn = torch.compile(on_device, backend="neuron" if device == "neuron" else "inductor")
+
+        def step():
+            out = fn(x.to(device))
+            out.square().mean().backward()
+            return out
+
+        outputs[device], code = run_and_get_code(step)
+        kernels[device] = cpp_kernels(code)
+    assert kernels["neuron"] and kernels["neuron"] == kernels["cpu"]
+    torch.testing.assert_close(outputs["neuron"].cpu(), outputs["cpu"], rtol=0, atol=0)

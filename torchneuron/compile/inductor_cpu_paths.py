@@ -7,13 +7,17 @@ tests decide whether the code generated works at all:
 - `get_current_backend(device)`: names the kernel language ("cpp", "triton", ...) that dtype
   propagation and masked loads are written for; for an unknown device it answers the GPU's.
 
-Two more pick the C++ backend's tuned heuristics, so that neuron's kernels are the CPU's own:
+Three more pick the C++ backend's tuned heuristics, so that neuron's kernels are the CPU's own:
 
 - `ir.is_cpu()`: when to materialize an intermediate instead of recomputing it in every
   consumer (op-count and read-count thresholds tuned for C++ loops, not GPU kernels).
 - `lowering.use_two_step_variance()`: LayerNorm/var_mean statistics in two vectorized passes
   (sum, then squared deviations) for rows up to `config.cpp.use_two_step_variance_threshold`
   elements, where other devices get Welford's update per element: half the time per row.
+
+- `lowering.div_prim`: the CPU keeps a division by a constant as a division, where other
+  devices multiply by the reciprocal (which can differ in the last bit, pytorch#157959; every
+  mean is such a division), so compiled neuron results are the compiled CPU's bit for bit.
 
 One more decides the layout plan: with oneDNN available, a graph whose convolutions all run on
 the CPU gets channels-last activations (`GraphLowering.decide_layout_opt`); neuron's convolution
@@ -28,6 +32,7 @@ from __future__ import annotations
 import sys
 
 import sympy
+import torch
 import torch._inductor.codegen.common  # noqa: F401  (binds get_current_backend by name)
 import torch._inductor.graph as graph
 import torch._inductor.ir as ir
@@ -37,10 +42,14 @@ import torch._inductor.scheduler as scheduler
 import torch._inductor.utils as inductor_utils
 from torch._inductor import config
 from torch._inductor.utils import sympy_product
+from torch._inductor.virtualized import ops
+
+prims = torch.ops.prims
 
 _original_get_current_backend = inductor_utils.get_current_backend
 _original_ir_is_cpu = ir.is_cpu
 _original_use_two_step_variance = lowering.use_two_step_variance
+_original_div_prim = lowering.div_prim.__wrapped__  # the body under the registered lowering
 
 
 def cpu_uses_two_step_variance(x, axis) -> bool:
@@ -78,10 +87,18 @@ def install(device_type: str) -> None:
             return cpu_uses_two_step_variance(x, axis)
         return _original_use_two_step_variance(x, axis, keepdim, input_dtype)
 
+    def div_prim(a, b):
+        if (ir.get_device_type(a) == device_type and a.get_dtype().is_floating_point and
+                lowering.get_constant_value(b) is not None):
+            return lowering.make_pointwise(lambda x, y: ops.truediv(x, y))(a, b)
+        return _original_div_prim(a, b)
+
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
     # Both are called by their module-global names inside ir.py and lowering.py.
     ir.is_cpu = ir_is_cpu
     lowering.use_two_step_variance = use_two_step_variance
+    # Registered as prims.div's lowering (as upstream does) and called by name in lowering.py.
+    lowering.div_prim = lowering.register_lowering([prims.div], broadcast=True)(div_prim)
     # Read by decide_layout_opt only; the oneDNN fusion passes keep their own CPU/XPU list.
     if device_type not in graph.SUPPORTED_MKLDNN_DEVICES:
         graph.SUPPORTED_MKLDNN_DEVICES = (*graph.SUPPORTED_MKLDNN_DEVICES, device_type)
