@@ -37,9 +37,11 @@ torch.utils.generate_methods_for_privateuse1_backend(
 #    default dtype (its op lists are registered by the C++ core, csrc/Autocast.cpp).
 from .ops import autocast as _autocast  # noqa: E402
 from .ops import dtype_policy as _dtype_policy  # noqa: E402
+from .ops import linear_cross_entropy as _linear_cross_entropy  # noqa: E402
 
 _dtype_policy.apply(_CONFIG.float64_policy)
 _autocast.apply()
+_linear_cross_entropy.apply()  # chunked F.linear_cross_entropy accumulates as on the CPU
 
 # 5b. Ops the dispatcher would decompose on neuron although the CPU has a fused kernel for them
 #     (LayerNorm, GroupNorm): they run the CPU kernel like every other op, bit for bit.

@@ -1,0 +1,32 @@
+"""F.linear_cross_entropy's chunked path picks its accumulation per device type: float32 for
+float16/bfloat16 inputs on the CPU and on CUDA, the input dtype on devices it does not know
+(torch/nn/modules/linear_cross_entropy_options.py). Neuron's kernels are the CPU's, and a
+NeuronCore accumulates matrix products in float32, so neuron takes the CPU's choice. Without
+it a bfloat16 loss was accumulated in bfloat16 on neuron and differed from the CPU's by up to
+0.03 (152 cases of the op battery)."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn.modules import linear_cross_entropy_options as _options
+
+_CPU = torch.device("cpu")
+
+
+def apply() -> None:
+    """Gives neuron the CPU's automatic accumulation dtype and chunking defaults."""
+    for dtype in (torch.float16, torch.bfloat16):
+        defaults = _options._AUTO_DEFAULTS
+        defaults.setdefault(("neuron", dtype), defaults[("cpu", dtype)])
+    cls = _options.LinearCrossEntropyOptions
+    resolve = cls._resolve_auto_acc_dtype
+    if getattr(resolve, "_neuron_as_cpu", False):
+        return
+
+    def resolve_auto_acc_dtype(dtype: torch.dtype, device: torch.device | None):
+        if device is not None and device.type == "neuron":
+            device = _CPU
+        return resolve(dtype, device)
+
+    resolve_auto_acc_dtype._neuron_as_cpu = True  # type: ignore[attr-defined]
+    cls._resolve_auto_acc_dtype = staticmethod(resolve_auto_acc_dtype)
