@@ -1,8 +1,10 @@
 // Ops whose only kernel is a composite that calls a CPU/CUDA DispatchStub directly with the
 // tensor's own device (no redispatch): on neuron that stub has no kernel and PyTorch fails an
 // internal assert. They run on CPU aliases of the neuron memory, like every fallback op.
-// conj_physical_: also behind complex svd/linalg_svd with out= tensors.
+// conj_physical_: also behind complex svd/linalg_svd with out= tensors. mode.values (mode's out=
+// form) checks the device itself first ("mode only supports CPU, CUDA and XPU device type").
 #include "CpuAlias.h"
+#include "Fallback.h"
 
 #include <ATen/Functions.h>
 #include <torch/library.h>
@@ -17,10 +19,15 @@ at::Tensor& conj_physical_(at::Tensor& self) {
   return self;
 }
 
+void on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  run_cpu_kernel_on_aliases(op, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("conj_physical_", conj_physical_);
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&on_cpu_aliases>());
 }
 
 }  // namespace torchneuron
