@@ -141,6 +141,10 @@ void AliasSession::sync_back() {
       t.neuron.unsafeGetTensorImpl()->set_sizes_and_strides(
           t.cpu.sizes(), t.cpu.strides(), t.cpu.storage_offset());
     }
+    // Some out= kernels hand back their result as a conjugate view of the buffer they wrote
+    // (linalg_lu_solve with left=False sets the out tensor's conj bit on the CPU).
+    if (t.cpu.is_conj() != t.neuron.is_conj()) t.neuron._set_conj(t.cpu.is_conj());
+    if (t.cpu.is_neg() != t.neuron.is_neg()) t.neuron._set_neg(t.cpu.is_neg());
   }
 }
 

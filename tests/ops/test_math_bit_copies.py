@@ -53,3 +53,18 @@ def test_complex_mul_backward_matches_cpu():
         ad, bd = (t.to(device).requires_grad_() for t in (a, b))
         grads[device] = torch.autograd.grad(ad * bd, (ad, bd), g.to(device))
     assert_close([t.cpu() for t in grads["neuron"]], list(grads["cpu"]))
+
+
+def test_out_kernel_that_returns_a_conjugate_view():
+    # linalg_lu_solve(left=False) on the CPU leaves its out= tensor as a conjugate view of the
+    # buffer it wrote; the neuron out= tensor must carry the same bit, or it reads conjugated.
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 3, dtype=torch.complex64, generator=g)
+    b = torch.randn(4, 3, dtype=torch.complex64, generator=g)
+    lu, pivots = torch.linalg.lu_factor(a)
+    cpu_out = torch.empty(0, dtype=torch.complex64)
+    torch.linalg.lu_solve(lu, pivots, b, left=False, out=cpu_out)
+    out = torch.empty(0, dtype=torch.complex64, device="neuron")
+    torch.linalg.lu_solve(lu.neuron(), pivots.neuron(), b.neuron(), left=False, out=out)
+    assert out.is_conj() == cpu_out.is_conj()
+    torch.testing.assert_close(out.cpu(), cpu_out)
