@@ -19,15 +19,11 @@ at::Tensor& conj_physical_(at::Tensor& self) {
   return self;
 }
 
-void on_cpu_aliases(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  run_cpu_kernel_on_aliases(op, stack);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("conj_physical_", conj_physical_);
-  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&on_cpu_aliases>());
+  m.impl("mode.values", torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
 }
 
 }  // namespace torchneuron

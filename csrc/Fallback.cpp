@@ -130,6 +130,8 @@ c10::IValue map_tensors(const c10::IValue& v, AliasSession& session, bool to_cpu
   return v;
 }
 
+}  // namespace
+
 void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
                      torch::jit::Stack* stack) {
   const auto& schema = op.schema();
@@ -204,12 +206,6 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
     c10::IValue& v = (*stack)[rbegin + i];
     v = map_tensors(v, session, /*to_cpu=*/false);
   }
-}
-
-}  // namespace
-
-void run_cpu_kernel_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  neuron_fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

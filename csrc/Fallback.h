@@ -8,8 +8,10 @@
 
 namespace torchneuron {
 
-// Runs `op` on the stack's arguments as the CPU kernel on CPU aliases of neuron memory.
-void run_cpu_kernel_on_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs `op` on the stack's arguments as the CPU kernel on CPU aliases of neuron memory. A boxed
+// kernel: register it with torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>().
+void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                     torch::jit::Stack* stack);
 
 // Runs the ATen op `name`.`overload` on `args` through the fallback; returns its (first) result.
 template <typename... Args>
@@ -18,7 +20,7 @@ at::Tensor call_through_fallback(const char* name, const char* overload, const A
   torch::jit::Stack stack;
   stack.reserve(sizeof...(Args));
   (stack.emplace_back(args), ...);
-  run_cpu_kernel_on_aliases(op, &stack);
+  neuron_fallback(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
   return std::move(stack.back()).toTensor();
 }
 
