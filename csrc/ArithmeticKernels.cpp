@@ -121,15 +121,24 @@ struct Kernels {
     return "";
   }
 
+  // The op through the fallback; add and sub take alpha, mul and div do not.
+  template <typename... Out>
+  static at::Tensor fallback(const std::string& op, const char* overload, const at::Tensor& self,
+                             const at::Tensor& other, const c10::Scalar& alpha,
+                             const Out&... out) {
+    if constexpr (kOp == Arith::kAdd || kOp == Arith::kSub) {
+      return call_through_fallback(op.c_str(), overload, self, other, alpha, out...);
+    } else {
+      return call_through_fallback(op.c_str(), overload, self, other, out...);
+    }
+  }
+
   static at::Tensor functional(const at::Tensor& self, const at::Tensor& other,
                                const c10::Scalar& alpha) {
     if (auto ops = fast_operands(self, other, kOp)) {
       return run_cpu_stub(kOp, at::Tensor(), *ops, alpha);
     }
-    if (kOp == Arith::kAdd || kOp == Arith::kSub) {
-      return call_through_fallback(name().c_str(), "Tensor", self, other, alpha);
-    }
-    return call_through_fallback(name().c_str(), "Tensor", self, other);
+    return fallback(name(), "Tensor", self, other, alpha);
   }
 
   static at::Tensor& inplace(at::Tensor& self, const at::Tensor& other,
@@ -137,10 +146,8 @@ struct Kernels {
     auto ops = fast_operands(self, other, kOp);
     if (ops && ops->dtype == self.scalar_type()) {
       run_cpu_stub(kOp, self, *ops, alpha);
-    } else if (kOp == Arith::kAdd || kOp == Arith::kSub) {
-      call_through_fallback((name() + "_").c_str(), "Tensor", self, other, alpha);
     } else {
-      call_through_fallback((name() + "_").c_str(), "Tensor", self, other);
+      fallback(name() + "_", "Tensor", self, other, alpha);
     }
     return self;
   }
@@ -150,10 +157,8 @@ struct Kernels {
     auto ops = fast_operands(self, other, kOp);
     if (ops && result.defined() && ops->dtype == result.scalar_type()) {
       run_cpu_stub(kOp, result, *ops, alpha);
-    } else if (kOp == Arith::kAdd || kOp == Arith::kSub) {
-      call_through_fallback(name().c_str(), "out", self, other, alpha, result);
     } else {
-      call_through_fallback(name().c_str(), "out", self, other, result);
+      fallback(name(), "out", self, other, alpha, result);
     }
     return result;
   }
