@@ -15,8 +15,8 @@ _CPU = torch.device("cpu")
 
 def apply() -> None:
     """Gives neuron the CPU's automatic accumulation dtype and chunking defaults."""
+    defaults = _options._AUTO_DEFAULTS
     for dtype in (torch.float16, torch.bfloat16):
-        defaults = _options._AUTO_DEFAULTS
         defaults.setdefault(("neuron", dtype), defaults[("cpu", dtype)])
     cls = _options.LinearCrossEntropyOptions
     resolve = cls._resolve_auto_acc_dtype
