@@ -2,6 +2,8 @@
 runs the collective twice on the same group, once on neuron tensors and once on CPU tensors
 (gloo itself), and compares the two results, and both with the value the collective must give."""
 
+import time
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -242,6 +244,44 @@ def test_async_work_reports_the_callers_tensors(world):
         assert neuron[2].all() and neuron[3].all(), (neuron[2], neuron[3])
         assert cpu[2].all() and cpu[3].all()  # what gloo does with CPU tensors
 
+
+
+def async_in_order_body(device):
+    """Asynchronous collectives, a synchronous one among them, waited on at the end: each must
+    start in call order on every rank (on neuron they start on the group's sequencing thread)."""
+    a, c, d = _rank_tensor(device), _rank_tensor(device) * 2, _rank_tensor(device) * 3
+    gathered = torch.empty(2 * a.numel(), device=device)
+    works = [dist.all_reduce(a, async_op=True),
+             dist.all_gather_into_tensor(gathered, a.flatten().clone(), async_op=True)]
+    dist.broadcast(d, src=1)
+    works.append(dist.all_reduce(c, op=dist.ReduceOp.MAX, async_op=True))
+    for w in works:
+        w.wait()
+    return a, gathered, c, d
+
+
+def test_async_collectives_start_in_call_order(world):
+    _close(world.run(run_both, async_in_order_body))
+
+
+def async_returns_early_body():
+    """An asynchronous collective returns before the other rank arrives (what lets DDP go on
+    with its backward pass), though on neuron it must hear from that rank before gloo starts."""
+    t = torch.ones(4, device=f"neuron:{torch.neuron.current_device()}")
+    if dist.get_rank() == 1:
+        time.sleep(1.0)
+    called = time.time()
+    work = dist.all_reduce(t, async_op=True)
+    returned = time.time()
+    work.wait()
+    return called, returned, t.cpu()
+
+
+def test_async_collective_returns_before_the_peer_arrives(world):
+    (_, returned0, t0), (called1, _, t1) = world.run(async_returns_early_body)
+    assert returned0 < called1
+    torch.testing.assert_close(t0, torch.full((4,), 2.0))
+    torch.testing.assert_close(t1, torch.full((4,), 2.0))
 
 def test_broadcast(world):
     _close(world.run(run_both, broadcast_body), expected=(base(1),))

@@ -52,6 +52,28 @@ def test_mismatched_shapes_fail_clearly_on_all_ranks(world):
         torch.testing.assert_close(after, torch.full((3,), 2.0))
 
 
+
+def mismatched_async_body():
+    t = torch.ones(4 if dist.get_rank() == 0 else 8, device=my_device())
+    work = dist.all_reduce(t, async_op=True)  # returns; the check runs on the sequencing thread
+    error = expect_error(work.wait)
+    u = torch.ones(3, device=my_device())
+    dist.all_reduce(u, async_op=True).wait()
+    return error, u.cpu()
+
+
+def test_mismatched_async_collective_fails_at_wait(world):
+    for r, (error, after) in enumerate(world.run(mismatched_async_body, timeout=60)):
+        assert error is not None and "mismatched collective c10d::allreduce_" in error
+        assert f"rank {r} passes 1 tensor(s), first float32[{4 if r == 0 else 8}]" in error
+        torch.testing.assert_close(after, torch.full((3,), 2.0))
+
+
+def test_deferred_work_ops_refuse_other_works():
+    gloo_like = torch._C._distributed_c10d._create_work_from_future(torch.futures.Future())
+    with pytest.raises(RuntimeError, match="expected a Work made by torchneuron.deferred_work"):
+        torch.ops.torchneuron.deferred_work_fail(gloo_like.boxed(), "x")
+
 def mismatched_gather_body():
     n = 4 if dist.get_rank() == 0 else 2
     out = torch.empty(2 * n, device=my_device())
@@ -62,6 +84,33 @@ def test_mismatched_all_gather_sizes(world):
     for error in world.run(mismatched_gather_body, timeout=60):
         assert "mismatched collective c10d::_allgather_base_" in error
 
+
+
+def channel_body(bind_to):
+    """A new group (so a new agreement channel), where rank 1 may be told to listen on an
+    address it cannot bind: then every rank checks over gloo instead, and mismatches are still
+    caught on both."""
+    from torchneuron.distributed import agreement_channel
+
+    group = dist.new_group([0, 1])
+    if dist.get_rank() == 1 and bind_to is not None:
+        agreement_channel._local_address[group.group_name] = (bind_to, PG_TIMEOUT_S)
+    t = torch.ones(4 if dist.get_rank() == 0 else 8, device=my_device())
+    error = expect_error(lambda: dist.all_reduce(t, group=group))
+    channel = agreement_channel.channel_for(group)
+    u = torch.ones(3, device=my_device())
+    dist.all_reduce(u, group=group)
+    dist.destroy_process_group(group)
+    return error, type(channel).__name__, u.cpu()
+
+
+@pytest.mark.parametrize("bind_to, channel", [(None, "Channel"), ("192.0.2.1", "NoneType")])
+def test_agreement_channel_or_gloo(world, bind_to, channel):
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: bind fails on rank 1 alone.
+    for r, (error, made, after) in enumerate(world.run(channel_body, bind_to, timeout=60)):
+        assert made == channel
+        assert f"rank {r} passes 1 tensor(s), first float32[{4 if r == 0 else 8}]" in error
+        torch.testing.assert_close(after, torch.full((3,), 2.0))
 
 def different_collectives_body():
     t = torch.ones(4, device=my_device())
@@ -150,7 +199,10 @@ def dies_body():
             dist.all_reduce(t)
     except RuntimeError as e:
         error = str(e)
-    return error, time.monotonic() - start
+    elapsed = time.monotonic() - start
+    # The group is broken for good; later collectives say so at once instead of waiting.
+    later = expect_error(lambda: dist.all_reduce(t))
+    return error, elapsed, later
 
 
 def test_rank_dying_mid_collective_fails_the_others():
@@ -159,10 +211,11 @@ def test_rank_dying_mid_collective_fails_the_others():
         w.close(force=True)
     assert (status1, exitcode) == ("died", 7)
     assert status0 == "ok"
-    error, elapsed = value0
+    error, elapsed, later = value0
     assert error is not None and ("Connection closed by peer" in error
                                   or "Connection reset by peer" in error), error
     assert elapsed < PG_TIMEOUT_S + 5
+    assert later is not None and "peer" in later, later
 
 
 def absent_body():

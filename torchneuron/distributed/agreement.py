@@ -3,7 +3,9 @@ before gloo moves any data. Without it gloo answers a size mismatch by aborting 
 process from its I/O thread (`op.preamble.length <= op.nbytes`), and the other ranks see only
 "Connection reset by peer". With it every rank raises an error that names both sides.
 
-The check costs one small all_gather (a fixed-size int64 fingerprint per rank) per collective.
+The check exchanges a fixed-size int64 fingerprint between all ranks per collective, over direct
+sockets (agreement_channel.py: one network round trip), or as a small gloo all_gather where
+those cannot be set up.
 Point-to-point ops are not checked: a pairwise check would cost a round trip each way.
 NEURON_DIST_CHECK=0 (runtime/config.py) turns the check off, for latency-bound programs."""
 
@@ -13,6 +15,8 @@ from array import array
 
 import torch
 import torch.distributed as dist
+
+from . import agreement_channel
 
 # Which tensors of each op must look the same on every rank (argument positions; the op's
 # schema is in torch/csrc/distributed/c10d/Ops.cpp). alltoall_base_ has its own rule.
@@ -124,18 +128,25 @@ def _explain(op_name: str, me: int, fps: torch.Tensor) -> str | None:
     return None
 
 
+def will_check(op_name: str, group: dist.ProcessGroup) -> bool:
+    return enabled and op_name in _OP_CODES and group.size() > 1
+
+
 def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
     """Raises on every rank when the ranks' calls of this collective disagree."""
-    if not enabled or op_name not in _OP_CODES:
+    if not will_check(op_name, group):
         return
     world, me = group.size(), group.rank()
-    if world == 1:
-        return
     fp = array("q", _fingerprint(op_name, args, world))
     n = len(fp)
-    gathered = array("q", bytes(8 * world * n))
-    group._get_backend(_CPU)._allgather_base(torch.frombuffer(gathered, dtype=torch.int64),
-                                             torch.frombuffer(fp, dtype=torch.int64)).wait()
+    channel = agreement_channel.channel_for(group)
+    if channel is not None:
+        gathered = array("q")
+        gathered.frombytes(channel.exchange(fp.tobytes(), f"c10d::{op_name} on rank {me}"))
+    else:
+        gathered = array("q", bytes(8 * world * n))
+        group._get_backend(_CPU)._allgather_base(torch.frombuffer(gathered, dtype=torch.int64),
+                                                 torch.frombuffer(fp, dtype=torch.int64)).wait()
     if op_name != "alltoall_base_" and all(gathered[r * n:(r + 1) * n] == fp
                                            for r in range(world)):
         return  # every rank made the same call

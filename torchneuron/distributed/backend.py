@@ -9,7 +9,7 @@ import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
 from ..runtime import config
-from . import agreement, collectives
+from . import agreement, agreement_channel, collectives
 
 BACKEND_NAME = "neuron"
 
@@ -22,6 +22,7 @@ def _create_backend(opts, backend_options) -> ProcessGroupGloo:
     backend = ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, timeout=opts.timeout)
     backend.options.global_ranks_in_group = opts.global_ranks_in_group
     backend.options.group_name = opts.group_id
+    agreement_channel.group_created(opts.group_id, opts.store, opts.timeout.total_seconds())
     return backend
 
 

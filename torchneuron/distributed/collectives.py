@@ -3,7 +3,8 @@ on neuron to its PrivateUse1 kernel. We replace those kernels with one that chec
 device, checks that all ranks agree on the call (agreement.py), swaps each neuron tensor for a CPU
 alias of the same memory (no copy: neuron memory is host memory on the software NeuronCore) and
 calls the same op again, which now runs gloo's CPU implementation on the group's gloo backend.
-Outputs land directly in the neuron tensors.
+Outputs land directly in the neuron tensors. An asynchronous collective that is checked returns
+at once and is checked and started on the group's sequencing thread (sequencer.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _C
-from . import agreement, direct_calls
+from . import agreement, direct_calls, sequencer
 
 # The c10d ops with a PrivateUse1 kernel in PyTorch (torch/csrc/distributed/c10d/Ops.cpp), and
 # the position of the first tensor argument of each one, to find the group right after it.
@@ -128,6 +129,18 @@ def _kernel(op_name: str):
     op = getattr(torch.ops.c10d, op_name).default
     direct = direct_calls.DIRECT.get(op_name)
     async_index = _async_op_index(op)
+    returns_tensors = len(op._schema.returns) > 1  # (the first argument, updated; Work)
+
+    def start(group, args, cpu_args):
+        """Checks that the ranks agree, then starts the collective on gloo: the op's result."""
+        agreement.check(op_name, args, group)
+        result = direct(group, cpu_args, args) if direct is not None else None
+        if result is None:
+            result = op(*cpu_args)
+            # Hand back the caller's neuron tensors rather than their aliases.
+            if isinstance(result, tuple):
+                result = (args[0], *result[1:])
+        return result
 
     def run_on_cpu_aliases(*args):
         aliases = _Aliases()
@@ -135,18 +148,20 @@ def _kernel(op_name: str):
         group = _group_of(args)
         _check_device(op_name, group, aliases)
         _ensure_cpu_backend(group)
-        agreement.check(op_name, args, group)
-        result = direct(group, cpu_args, args) if direct is not None else None
-        if result is None:
-            result = op(*cpu_args)
-            # Every op with tensors in its result returns its first argument, updated in
-            # place: hand back the caller's neuron tensors rather than their aliases.
-            if isinstance(result, tuple):
-                result = (args[0], *result[1:])
         # Only a caller of an asynchronous op (async_op=True, which is also the default C++
         # callers such as DDP's reducer get; point-to-point ops) sees the Work; synchronous
         # calls wait on it inside torch.distributed and skip the wrapping.
-        if async_index is not None and len(args) > async_index and not args[async_index]:
+        synchronous = async_index is not None and len(args) > async_index and not args[async_index]
+        turn = sequencer.for_group(group)
+        if not synchronous and agreement.will_check(op_name, group):
+            work = sequencer.deferred(turn, lambda: _neuron_work(
+                _work_of(start(group, args, cpu_args)), aliases))
+            return (args[0], work) if returns_tensors else work
+        if turn.busy():
+            result = turn.start_in_turn(lambda: start(group, args, cpu_args))
+        else:
+            result = start(group, args, cpu_args)
+        if synchronous:
             return result
         if isinstance(result, tuple):
             return (*result[:-1], _neuron_work(result[-1], aliases))
@@ -154,6 +169,10 @@ def _kernel(op_name: str):
 
     run_on_cpu_aliases.__name__ = f"neuron_{op_name}"
     return run_on_cpu_aliases
+
+
+def _work_of(result):
+    return result[-1] if isinstance(result, tuple) else result
 
 
 _library: torch.library.Library | None = None
