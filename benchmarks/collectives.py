@@ -121,6 +121,10 @@ def ddp_step_overhead(rounds: int, neuron_group, gloo_group) -> dict[str, tuple[
 
 
 def worker(rank: int, port: int, args, queue) -> None:
+    # One intra-op thread per process per core, as torchrun sets OMP_NUM_THREADS: with two
+    # processes of two threads each on two cores, OpenMP's waiting threads take the core from the
+    # other process and a DDP step's time swings by 2x from round to round.
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORLD))
     torch.neuron.set_device(rank)
     dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=WORLD, timeout=datetime.timedelta(minutes=10))

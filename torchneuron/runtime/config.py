@@ -9,7 +9,7 @@ each one is listed in the README.
                              (default: the profile's)
   NEURON_FLOAT64             float64 arithmetic: error (default) or allow
   NEURON_DIST_CHECK          before each collective on neuron tensors, check that all ranks
-                             pass the same shapes (one small extra all_gather): 1 (default) or 0
+                             pass the same shapes (one fingerprint exchange): 1 (default) or 0
 """
 
 from __future__ import annotations
