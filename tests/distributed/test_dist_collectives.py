@@ -250,9 +250,10 @@ def async_in_order_body(device):
     """Asynchronous collectives, a synchronous one among them, waited on at the end: each must
     start in call order on every rank (on neuron they start on the group's sequencing thread)."""
     a, c, d = _rank_tensor(device), _rank_tensor(device) * 2, _rank_tensor(device) * 3
-    gathered = torch.empty(2 * a.numel(), device=device)
+    b = _rank_tensor(device).flatten() + 100  # not a: it may not be read before a's wait()
+    gathered = torch.empty(2 * b.numel(), device=device)
     works = [dist.all_reduce(a, async_op=True),
-             dist.all_gather_into_tensor(gathered, a.flatten().clone(), async_op=True)]
+             dist.all_gather_into_tensor(gathered, b, async_op=True)]
     dist.broadcast(d, src=1)
     works.append(dist.all_reduce(c, op=dist.ReduceOp.MAX, async_op=True))
     for w in works:

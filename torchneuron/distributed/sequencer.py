@@ -58,18 +58,22 @@ class Sequencer:
         return result
 
     def _run(self) -> None:
+        # Nothing may end this loop: every later collective of the group would wait forever.
         while True:
             start, done, failed = self._jobs.get()
             try:
-                result = start()
+                result, error = start(), None
             except BaseException as e:  # noqa: BLE001 - handed to the caller's Work
-                with self._count_lock:
-                    self._waiting -= 1
-                failed(e)
-                continue
+                result, error = None, e
             with self._count_lock:
                 self._waiting -= 1
-            done(result)
+            try:
+                done(result) if error is None else failed(error)
+            except BaseException as e:  # noqa: BLE001
+                try:
+                    failed(e)
+                except BaseException:  # noqa: BLE001 - no Work left to tell; keep serving
+                    pass
 
 
 def for_group(group: dist.ProcessGroup) -> Sequencer:
