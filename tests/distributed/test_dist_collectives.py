@@ -2,6 +2,7 @@
 runs the collective twice on the same group, once on neuron tensors and once on CPU tensors
 (gloo itself), and compares the two results, and both with the value the collective must give."""
 
+import os
 import time
 
 import pytest
@@ -265,22 +266,27 @@ def test_async_collectives_start_in_call_order(world):
     _close(world.run(run_both, async_in_order_body))
 
 
-def async_returns_early_body():
+def async_returns_early_body(flag):
     """An asynchronous collective returns before the other rank arrives (what lets DDP go on
-    with its backward pass), though on neuron it must hear from that rank before gloo starts."""
+    with its backward pass), though on neuron it must hear from that rank before gloo starts.
+    Rank 1 calls only once rank 0's call returned (a file says so), or after 30 s."""
     t = torch.ones(4, device=f"neuron:{torch.neuron.current_device()}")
     if dist.get_rank() == 1:
-        time.sleep(1.0)
-    called = time.time()
+        deadline = time.monotonic() + 30
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    returned_first = os.path.exists(flag)
     work = dist.all_reduce(t, async_op=True)
-    returned = time.time()
+    if dist.get_rank() == 0:
+        open(flag, "w").close()
     work.wait()
-    return called, returned, t.cpu()
+    return returned_first, t.cpu()
 
 
-def test_async_collective_returns_before_the_peer_arrives(world):
-    (_, returned0, t0), (called1, _, t1) = world.run(async_returns_early_body)
-    assert returned0 < called1
+def test_async_collective_returns_before_the_peer_arrives(world, tmp_path):
+    (_, t0), (rank0_returned_first, t1) = world.run(async_returns_early_body,
+                                                    str(tmp_path / "returned"))
+    assert rank0_returned_first
     torch.testing.assert_close(t0, torch.full((4,), 2.0))
     torch.testing.assert_close(t1, torch.full((4,), 2.0))
 
