@@ -267,28 +267,65 @@ def test_async_collectives_start_in_call_order(world):
 
 
 def async_returns_early_body(flag):
-    """An asynchronous collective returns before the other rank arrives (what lets DDP go on
-    with its backward pass), though on neuron it must hear from that rank before gloo starts.
-    Rank 1 calls only once rank 0's call returned (a file says so), or after 30 s."""
-    t = torch.ones(4, device=f"neuron:{torch.neuron.current_device()}")
+    """An asynchronous collective issued by a backward pass (as DDP's gradient hooks issue them)
+    returns before the other rank arrives, so the backward pass goes on, though on neuron the
+    ranks must agree before gloo starts. Rank 1 starts its backward only once rank 0's call
+    returned (a file says so), or after 30 s."""
+    device = f"neuron:{torch.neuron.current_device()}"
+    t = torch.ones(4, device=device)
+    x = torch.ones(3, device=device, requires_grad=True)
+    works = []
+
+    def hook(grad):
+        works.append(dist.all_reduce(t, async_op=True))
+        if dist.get_rank() == 0:
+            open(flag, "w").close()
+        return grad
+
+    y = x * 2
+    y.register_hook(hook)
     if dist.get_rank() == 1:
         deadline = time.monotonic() + 30
         while not os.path.exists(flag) and time.monotonic() < deadline:
             time.sleep(0.01)
     returned_first = os.path.exists(flag)
-    work = dist.all_reduce(t, async_op=True)
-    if dist.get_rank() == 0:
-        open(flag, "w").close()
-    work.wait()
+    y.sum().backward()
+    works[0].wait()
     return returned_first, t.cpu()
 
 
-def test_async_collective_returns_before_the_peer_arrives(world, tmp_path):
+def test_async_collective_in_backward_returns_before_the_peer_arrives(world, tmp_path):
     (_, t0), (rank0_returned_first, t1) = world.run(async_returns_early_body,
                                                     str(tmp_path / "returned"))
     assert rank0_returned_first
     torch.testing.assert_close(t0, torch.full((4,), 2.0))
     torch.testing.assert_close(t1, torch.full((4,), 2.0))
+
+
+def async_then_cpu_barrier_body(in_backward):
+    """An asynchronous collective, then a barrier (on CPU tensors, which reach gloo directly)
+    before the wait, on ranks that arrive at different times: gloo must see the two in the same
+    order on both ranks."""
+    device = f"neuron:{torch.neuron.current_device()}"
+    t = torch.ones(1 << 16, device=device)
+    works = []
+    if in_backward:
+        x = torch.ones(3, device=device, requires_grad=True)
+        y = x * 2
+        y.register_hook(lambda g: works.append(dist.all_reduce(t, async_op=True)))
+        y.sum().backward()
+    else:
+        works.append(dist.all_reduce(t, async_op=True))
+    time.sleep(0.2 * dist.get_rank())
+    dist.barrier()
+    works[0].wait()
+    return t[:4].cpu()
+
+
+@pytest.mark.parametrize("in_backward", [False, True])
+def test_async_collective_then_barrier(world, in_backward):
+    for t in world.run(async_then_cpu_barrier_body, in_backward, timeout=60):
+        torch.testing.assert_close(t, torch.full((4,), 2.0))
 
 def test_broadcast(world):
     _close(world.run(run_both, broadcast_body), expected=(base(1),))

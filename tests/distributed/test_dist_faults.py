@@ -54,18 +54,26 @@ def test_mismatched_shapes_fail_clearly_on_all_ranks(world):
 
 
 def mismatched_async_body():
+    """Outside a backward pass the check runs at the call; inside one (DDP's hooks) the call
+    returns and the Work's wait() raises."""
     t = torch.ones(4 if dist.get_rank() == 0 else 8, device=my_device())
-    work = dist.all_reduce(t, async_op=True)  # returns; the check runs on the sequencing thread
-    error = expect_error(work.wait)
+    at_call = expect_error(lambda: dist.all_reduce(t, async_op=True))
+    works = []
+    x = torch.ones(3, device=my_device(), requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: works.append(dist.all_reduce(t, async_op=True)))
+    y.sum().backward()
+    at_wait = expect_error(works[0].wait)
     u = torch.ones(3, device=my_device())
     dist.all_reduce(u, async_op=True).wait()
-    return error, u.cpu()
+    return at_call, at_wait, u.cpu()
 
 
-def test_mismatched_async_collective_fails_at_wait(world):
-    for r, (error, after) in enumerate(world.run(mismatched_async_body, timeout=60)):
-        assert error is not None and "mismatched collective c10d::allreduce_" in error
-        assert f"rank {r} passes 1 tensor(s), first float32[{4 if r == 0 else 8}]" in error
+def test_mismatched_async_collective_fails_on_every_rank(world):
+    for r, (at_call, at_wait, after) in enumerate(world.run(mismatched_async_body, timeout=60)):
+        for error in (at_call, at_wait):
+            assert error is not None and "mismatched collective c10d::allreduce_" in error
+            assert f"rank {r} passes 1 tensor(s), first float32[{4 if r == 0 else 8}]" in error
         torch.testing.assert_close(after, torch.full((3,), 2.0))
 
 

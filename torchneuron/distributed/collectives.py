@@ -3,8 +3,9 @@ on neuron to its PrivateUse1 kernel. We replace those kernels with one that chec
 device, checks that all ranks agree on the call (agreement.py), swaps each neuron tensor for a CPU
 alias of the same memory (no copy: neuron memory is host memory on the software NeuronCore) and
 calls the same op again, which now runs gloo's CPU implementation on the group's gloo backend.
-Outputs land directly in the neuron tensors. An asynchronous collective that is checked returns
-at once and is checked and started on the group's sequencing thread (sequencer.py).
+Outputs land directly in the neuron tensors. An asynchronous collective that is checked, issued
+from a backward pass (DDP's and FSDP's gradient hooks), returns at once and is checked and started
+on the group's sequencing thread (sequencer.py).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def _kernel(op_name: str):
         # calls wait on it inside torch.distributed and skip the wrapping.
         synchronous = async_index is not None and len(args) > async_index and not args[async_index]
         turn = sequencer.for_group(group)
-        if not synchronous and agreement.will_check(op_name, group):
+        if not synchronous and sequencer.defers(op_name, group):
             work = sequencer.deferred(turn, lambda: _neuron_work(
                 _work_of(start(group, args, cpu_args)), aliases))
             return (args[0], work) if returns_tensors else work

@@ -1,15 +1,22 @@
-"""Starts a group's checked asynchronous collectives on one thread per group, in call order.
+"""Starts the checked asynchronous collectives of a backward pass on one thread per group, in
+call order.
 
-An asynchronous collective (`async_op=True`, and every call DDP's reducer makes from the
-backward pass) returns to its caller at once on gloo: the caller goes on computing while gloo
-waits for the other ranks. The agreement check (agreement.py) has to hear from every rank before
-gloo may start, so run on the caller's thread it would hold the caller until the slowest rank
-arrives: DDP's backward would stop at its first gradient bucket. So the check and the start run
-here instead, and the caller gets a Work (csrc/DistWork.cpp, DeferredWork) that completes with the
-collective, or fails with the check's error.
+An asynchronous collective (every call DDP's reducer and FSDP make from their gradient hooks)
+returns to its caller at once on gloo: the backward pass goes on computing while gloo waits for
+the other ranks. The agreement check (agreement.py) has to hear from every rank before gloo may
+start, so run on the caller's thread it would hold the backward pass at each gradient bucket
+until the slowest rank got there. So the check and the start run here instead, and the caller
+gets a Work (csrc/DistWork.cpp, DeferredWork) that completes with the collective, or fails with
+the check's error.
 
-Order is what keeps ranks matched: collectives of a group start in the order they were called,
-so any call made while earlier ones wait here (a synchronous one too) waits its turn.
+Order is what keeps ranks matched: gloo pairs the ranks' collectives by the order they reach it.
+Collectives of the group on neuron tensors made while earlier ones wait here (a synchronous one
+too) wait their turn. A collective on CPU tensors does not pass through torchneuron and would
+reach gloo ahead of the waiting ones, on one rank and not the other; that is why only calls made
+during a backward pass are deferred (gradient hooks issue no CPU collectives), and the backward
+pass ends only once all of them reached gloo (an engine callback, as DDP finalizes its buckets
+with). Elsewhere an asynchronous collective is checked on the caller's thread, as a synchronous
+one is.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from . import agreement, agreement_channel
+
 _sequencers: dict[str, "Sequencer"] = {}
 _lock = threading.Lock()
 
@@ -29,12 +38,27 @@ class Sequencer:
     def __init__(self, group_name: str) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting = 0  # jobs submitted and not yet started on gloo
-        self._count_lock = threading.Lock()
+        self._count_lock = threading.Condition()
+        self._drain_queued_for = -1  # the backward pass that drains this sequencer at its end
         threading.Thread(target=self._run, daemon=True,
                          name=f"neuron-c10d-{group_name}").start()
 
     def busy(self) -> bool:
         return self._waiting > 0
+
+    def drain(self) -> None:
+        """Returns once every submitted collective has started on gloo."""
+        with self._count_lock:
+            self._count_lock.wait_for(lambda: self._waiting == 0)
+
+    def drain_when_backward_ends(self) -> None:
+        """Called during a backward pass: at its end (as DDP finalizes its buckets), wait until
+        everything deferred here has reached gloo, so that collectives the program makes after
+        the backward pass, on CPU tensors too, reach gloo after them on every rank."""
+        task = torch._C._current_graph_task_id()
+        if task != -1 and self._drain_queued_for != task:
+            self._drain_queued_for = task
+            torch.autograd.Variable._execution_engine.queue_callback(self.drain)
 
     def start_later(self, start: Callable[[], Any], done: Callable[[Any], None],
                     failed: Callable[[BaseException], None]) -> None:
@@ -67,6 +91,7 @@ class Sequencer:
                 result, error = None, e
             with self._count_lock:
                 self._waiting -= 1
+                self._count_lock.notify_all()
             try:
                 done(result) if error is None else failed(error)
             except BaseException as e:  # noqa: BLE001
@@ -87,10 +112,22 @@ def for_group(group: dist.ProcessGroup) -> Sequencer:
             return _sequencers[name]
 
 
+def defers(op_name: str, group: dist.ProcessGroup) -> bool:
+    """Whether an asynchronous call of op_name starts here: checked, and made during a backward
+    pass. The group's check channel is made first, on the caller's thread (setting it up takes
+    gloo collectives, which must not run beside the caller's; nothing of the group waits here
+    yet, since only checked collectives do, and each needs the channel)."""
+    if torch._C._current_graph_task_id() == -1 or not agreement.will_check(op_name, group):
+        return False
+    agreement_channel.channel_for(group)
+    return True
+
+
 def deferred(sequencer: Sequencer, start: Callable[[], Any]):
     """A Work for the collective that start() will start (start returns that collective's
     Work); the Work fails with start()'s error if it raises."""
     work = torch.ops.torchneuron.deferred_work()
+    sequencer.drain_when_backward_ends()
     sequencer.start_later(
         start, lambda started: torch.ops.torchneuron.deferred_work_follow(work, started),
         lambda error: torch.ops.torchneuron.deferred_work_fail(work, str(error)))
