@@ -38,7 +38,7 @@ class Sequencer:
     def __init__(self, group_name: str) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._waiting = 0  # jobs submitted and not yet started on gloo
-        self._count_lock = threading.Condition()
+        self._waiting_changed = threading.Condition()
         self._drain_queued_for = -1  # the backward pass that drains this sequencer at its end
         threading.Thread(target=self._run, daemon=True,
                          name=f"neuron-c10d-{group_name}").start()
@@ -48,8 +48,8 @@ class Sequencer:
 
     def drain(self) -> None:
         """Returns once every submitted collective has started on gloo."""
-        with self._count_lock:
-            self._count_lock.wait_for(lambda: self._waiting == 0)
+        with self._waiting_changed:
+            self._waiting_changed.wait_for(lambda: self._waiting == 0)
 
     def drain_when_backward_ends(self) -> None:
         """Called during a backward pass: at its end (as DDP finalizes its buckets), wait until
@@ -64,7 +64,7 @@ class Sequencer:
                     failed: Callable[[BaseException], None]) -> None:
         """Runs start() after every collective submitted before it, then done(its result), or
         failed(the error) if it raised."""
-        with self._count_lock:
+        with self._waiting_changed:
             self._waiting += 1
         self._jobs.put((start, done, failed))
 
@@ -89,9 +89,9 @@ class Sequencer:
                 result, error = start(), None
             except BaseException as e:  # noqa: BLE001 - handed to the caller's Work
                 result, error = None, e
-            with self._count_lock:
+            with self._waiting_changed:
                 self._waiting -= 1
-                self._count_lock.notify_all()
+                self._waiting_changed.notify_all()
             try:
                 done(result) if error is None else failed(error)
             except BaseException as e:  # noqa: BLE001
