@@ -102,7 +102,7 @@ def channel_body(bind_to):
 
     group = dist.new_group([0, 1])
     if dist.get_rank() == 1 and bind_to is not None:
-        agreement_channel._local_address[group.group_name] = (bind_to, PG_TIMEOUT_S)
+        agreement_channel._group_settings[group.group_name] = (bind_to, PG_TIMEOUT_S)
     t = torch.ones(4 if dist.get_rank() == 0 else 8, device=my_device())
     error = expect_error(lambda: dist.all_reduce(t, group=group))
     channel = agreement_channel.channel_for(group)
@@ -112,7 +112,7 @@ def channel_body(bind_to):
     return error, type(channel).__name__, u.cpu()
 
 
-@pytest.mark.parametrize("bind_to, channel", [(None, "Channel"), ("192.0.2.1", "NoneType")])
+@pytest.mark.parametrize("bind_to, channel", [(None, "Channel"), ("192.0.2.1", "GlooExchange")])
 def test_agreement_channel_or_gloo(world, bind_to, channel):
     # 192.0.2.1 (TEST-NET-1) is no address of this machine: bind fails on rank 1 alone.
     for r, (error, made, after) in enumerate(world.run(channel_body, bind_to, timeout=60)):

@@ -28,7 +28,6 @@ AGREEING_ARGS = {
 }
 CHECKED_OPS = tuple(AGREEING_ARGS) + ("alltoall_base_",)
 enabled = True  # set from the configuration by backend.register()
-_CPU = torch.device("cpu")
 _OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS)}
 _DTYPES = [getattr(torch, n) for n in (
     "float32", "float64", "float16", "bfloat16", "uint8", "int8", "int16", "int32", "int64",
@@ -139,14 +138,9 @@ def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
     world, me = group.size(), group.rank()
     fp = array("q", _fingerprint(op_name, args, world))
     n = len(fp)
-    channel = agreement_channel.channel_for(group)
-    if channel is not None:
-        gathered = array("q")
-        gathered.frombytes(channel.exchange(fp.tobytes(), f"c10d::{op_name} on rank {me}"))
-    else:
-        gathered = array("q", bytes(8 * world * n))
-        group._get_backend(_CPU)._allgather_base(torch.frombuffer(gathered, dtype=torch.int64),
-                                                 torch.frombuffer(fp, dtype=torch.int64)).wait()
+    gathered = array("q")
+    gathered.frombytes(agreement_channel.channel_for(group).exchange(
+        fp.tobytes(), f"c10d::{op_name} on rank {me}"))
     if op_name != "alltoall_base_" and all(gathered[r * n:(r + 1) * n] == fp
                                            for r in range(world)):
         return  # every rank made the same call

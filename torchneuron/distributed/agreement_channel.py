@@ -7,7 +7,8 @@ I/O loop and back, on each rank), a quarter of a 1 MiB all_reduce; writing the f
 peer and reading theirs costs one network round trip (~0.1 ms). The channel is set up once per
 group, at its first checked collective, over gloo itself (addresses exchanged by one all_gather,
 success agreed by another), so every rank of a group makes the same choice: where it cannot be
-set up (an address that does not route, a refused connection), the check keeps using gloo.
+set up (an address that does not route, a refused connection), the group exchanges over gloo
+(GlooExchange): the same exchange(), one small all_gather.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ _CONNECT_TIMEOUT_S = 10.0
 _DEFAULT_TIMEOUT_S = 30 * 60.0
 
 # Per group name: the address this process listens on and the group's timeout (from backend.py,
-# when gloo is created for the group), and the channel once made. Recreating a group of the same
+# when gloo is created for the group), and the exchange once made. Recreating a group of the same
 # name (destroy, init) replaces them.
-_local_address: dict[str, tuple[str, float]] = {}
-_channels: dict[str, "Channel | None"] = {}
+_group_settings: dict[str, tuple[str, float]] = {}
+_channels: dict[str, "Channel | GlooExchange"] = {}
 _lock = threading.Lock()
 
 
@@ -59,7 +60,7 @@ def group_created(group_name: str, store, timeout_s: float) -> None:
     the channel of an earlier group of the same name."""
     with _lock:
         old = _channels.pop(group_name, None)
-        _local_address[group_name] = local_address_for(store), timeout_s
+        _group_settings[group_name] = local_address_for(store), timeout_s
     if old is not None:
         old.close()
 
@@ -121,19 +122,36 @@ class Channel:
             sock.close()
 
 
-def _all_gather_bytes(backend, mine: bytes, world: int) -> list[bytes]:
-    n = len(mine)
-    gathered = torch.empty(world * n, dtype=torch.uint8)
+def _all_gather(backend, mine: bytes, world: int) -> bytes:
+    """Every rank's bytes (all of one length), in rank order, over the group's gloo backend."""
+    gathered = torch.empty(world * len(mine), dtype=torch.uint8)
     backend._allgather_base(gathered, torch.frombuffer(bytearray(mine), dtype=torch.uint8)).wait()
-    data = gathered.numpy().tobytes()
+    return gathered.numpy().tobytes()
+
+
+def _all_gather_bytes(backend, mine: bytes, world: int) -> list[bytes]:
+    n, data = len(mine), _all_gather(backend, mine, world)
     return [data[r * n:(r + 1) * n] for r in range(world)]
+
+
+class GlooExchange:
+    """Channel's exchange() over gloo, for a group whose ranks could not all be connected."""
+
+    def __init__(self, backend, world: int) -> None:
+        self.backend, self.world = backend, world
+
+    def exchange(self, message: bytes, what: str) -> bytes:
+        return _all_gather(self.backend, message, self.world)
+
+    def close(self) -> None:
+        pass
 
 
 def _all_agree(backend, ok: bool, world: int) -> bool:
     return all(b == b"\x01" for b in _all_gather_bytes(backend, b"\x01" if ok else b"\x00", world))
 
 
-def _connect(group: dist.ProcessGroup, backend) -> Channel | None:
+def _connect(group: dist.ProcessGroup, backend) -> Channel | GlooExchange:
     """Collective over the group (every rank calls it at the same collective): rank r connects
     to each lower rank's listener and accepts each higher rank's connection."""
     rank, world, name = group.rank(), group.size(), group.group_name
@@ -141,7 +159,7 @@ def _connect(group: dist.ProcessGroup, backend) -> Channel | None:
     listener = None
     ok = True
     try:
-        host, timeout_s = _local_address.get(name, ("127.0.0.1", _DEFAULT_TIMEOUT_S))
+        host, timeout_s = _group_settings.get(name, ("127.0.0.1", _DEFAULT_TIMEOUT_S))
         listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         listener.bind((host, 0))
         listener.listen(world)
@@ -178,16 +196,16 @@ def _connect(group: dist.ProcessGroup, backend) -> Channel | None:
     if not _all_agree(backend, ok, world):
         for sock in peers.values():
             sock.close()
-        return None
+        return GlooExchange(backend, world)
     for sock in peers.values():
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(timeout_s)
     return Channel(name, rank, world, timeout_s, dict(sorted(peers.items())))
 
 
-def channel_for(group: dist.ProcessGroup) -> Channel | None:
-    """The group's channel, made at its first use (a collective call: all ranks arrive here
-    together); None where it could not be made on every rank."""
+def channel_for(group: dist.ProcessGroup) -> Channel | GlooExchange:
+    """The group's exchange, made at its first use (a collective call: all ranks arrive here
+    together): sockets, or gloo where they could not be connected on every rank."""
     name = group.group_name
     try:
         return _channels[name]
