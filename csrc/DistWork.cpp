@@ -112,8 +112,7 @@ class DeferredWork : public c10d::Work {
       std::thread([self, started] {
         try {
           started->wait();
-          self->fut_->markCompleted(c10::IValue());  // they have no result() either
-          self->finish();
+          self->complete(c10::IValue());  // they have no result() either
         } catch (...) {
           self->fail(std::current_exception());
         }
@@ -124,13 +123,17 @@ class DeferredWork : public c10d::Work {
       if (done.hasError()) {
         self->fail(done.exception_ptr());
       } else {
-        self->fut_->markCompleted(done.value());
-        self->finish();
+        self->complete(done.value());
       }
     });
   }
 
-  // Fails without having started (the ranks disagreed, a peer is gone).
+  void complete(const c10::IValue& value) {
+    fut_->markCompleted(value);
+    finish();
+  }
+
+  // Fails without having started (the ranks disagreed, a peer is gone), or with the collective.
   void fail(std::exception_ptr error) {
     fut_->setError(error);
     finish(error);
