@@ -13,6 +13,8 @@ def test_defaults_come_from_the_trn2_profile():
     assert cfg.device_count == 4  # 8 physical cores fused in pairs
     assert cfg.hbm_bytes_per_device == 24 * GiB
     assert cfg.float64_policy == "error"
+    assert cfg.compile_gemm == "onednn"
+    assert config.load({"NEURON_COMPILE_GEMM": "ATen"}).compile_gemm == "aten"
 
 
 def test_trn3_and_lnc1():
@@ -37,6 +39,7 @@ def test_visible_cores_and_hbm_override():
     ({"NEURON_HBM_BYTES": "lots"}, "NEURON_HBM_BYTES"),
     ({"NEURON_HBM_BYTES": "0"}, "NEURON_HBM_BYTES"),
     ({"NEURON_FLOAT64": "maybe"}, "NEURON_FLOAT64"),
+    ({"NEURON_COMPILE_GEMM": "mkl"}, "NEURON_COMPILE_GEMM"),
 ])
 def test_invalid_values_name_the_variable_and_the_accepted_values(env, var):
     with pytest.raises(config.ConfigError, match=rf"{var}=.*accepted values"):

@@ -25,7 +25,7 @@ from torch._inductor import config
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
-from . import inductor_cpu_paths
+from . import inductor_cpu_paths, onednn_gemm
 from .device_interface import NeuronInterface
 
 DEVICE = "neuron"
@@ -112,8 +112,9 @@ class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
 
 class CodegenFingerprint(CustomGraphModulePass):
     """Changes nothing in the graph; its uuid puts the source of neuron's code generation (this
-    package) and of its kernels (torchneuron._C: the convolution's layout rule depends on it)
-    into Inductor's cache key, so a cached graph compiled by another torchneuron is not reused."""
+    package), of its kernels (torchneuron._C: the convolution's layout rule depends on it) and
+    the matmul kernel setting (NEURON_COMPILE_GEMM) into Inductor's cache key, so a graph cached
+    by another torchneuron, or with the other matmul kernels, is not reused."""
 
     def __call__(self, gm) -> None:
         pass
@@ -125,8 +126,11 @@ class CodegenFingerprint(CustomGraphModulePass):
         here = os.path.dirname(os.path.abspath(__file__))
         return tuple(sorted(glob.glob(os.path.join(here, "*.py")))) + (_C.__file__,)
 
-    @functools.cache
     def uuid(self) -> bytes:
+        return self.source_hash() + b"gemm=" + onednn_gemm.setting().encode()
+
+    @functools.cache
+    def source_hash(self) -> bytes:
         return get_hash_for_files(self.sources())
 
 
@@ -144,3 +148,5 @@ def register() -> None:
     # 4. The wrapper codegen that calls CPU kernels for neuron is NeuronWrapperCodegen above.
     # Where Inductor tests for "cpu" to pick the C++ backend's code paths, neuron goes along.
     inductor_cpu_paths.install(DEVICE)
+    # Matmuls of compiled graphs on oneDNN where it beats ATen's BLAS call (onednn_gemm.py).
+    onednn_gemm.install(DEVICE)

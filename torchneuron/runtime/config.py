@@ -10,6 +10,8 @@ each one is listed in the README.
   NEURON_FLOAT64             float64 arithmetic: error (default) or allow
   NEURON_DIST_CHECK          before each collective on neuron tensors, check that all ranks
                              pass the same shapes (one fingerprint exchange): 1 (default) or 0
+  NEURON_COMPILE_GEMM        matmul kernels in compiled graphs: onednn (default) or aten (the
+                             CPU's ATen kernels, as in eager mode)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .profiles import DEFAULT_PROFILE, PROFILES, ChipProfile
 _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 FLOAT64_POLICIES = ("error", "allow")
+COMPILE_GEMMS = ("onednn", "aten")
 
 
 class ConfigError(ValueError):
@@ -38,6 +41,7 @@ class Config:
     hbm_bytes_per_device: int
     float64_policy: str
     dist_check: bool = True
+    compile_gemm: str = "onednn"
 
     @property
     def device_count(self) -> int:
@@ -107,7 +111,12 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if dist_check_text not in ("0", "1"):
         raise _bad("NEURON_DIST_CHECK", dist_check_text, "1, 0")
 
-    return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1")
+    gemm = env.get("NEURON_COMPILE_GEMM", "onednn").strip().lower()
+    if gemm not in COMPILE_GEMMS:
+        raise _bad("NEURON_COMPILE_GEMM", env["NEURON_COMPILE_GEMM"], ", ".join(COMPILE_GEMMS))
+
+    return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
+                  compile_gemm=gemm)
 
 
 @functools.cache

@@ -1,0 +1,99 @@
+"""Matmuls in compiled neuron graphs run on oneDNN's GEMM instead of ATen's CPU `mm`/`addmm`.
+
+Eager neuron runs the CPU's own ATen kernels, so an eager result is the CPU's bit for bit, which
+is what porting and debugging against the CPU need. Compiled mode is for speed: there the
+device's compiler picks its matmul kernel, as Inductor does for CPU linear layers under freezing
+and as ATen does for bf16/fp16 matmuls: oneDNN's inner product (`mkldnn::_linear_pointwise`,
+plain weights, no prepacking, so a parameter updated after compiling is read as it is).
+
+Why: ATen's float32 `addmm` calls the BLAS the wheel ships (MKL), which on a non-Intel host takes
+a generic code path; oneDNN picks its kernel from the CPU's features. On the development host
+(AMD EPYC, AVX-512) oneDNN took 0.44-0.6x MKL's time from 4M multiply-adds up, with one thread
+or two, and the same time around 1M; under 1M its fixed cost (~10 us) loses. A matrix-vector
+product (N=1) or an outer product (K=1) is faster on MKL, hence the minimum width.
+
+`NEURON_COMPILE_GEMM=aten` (runtime/config.py) keeps ATen's kernels, so compiled neuron graphs
+are the compiled CPU's bit for bit again."""
+
+from __future__ import annotations
+
+import torch
+import torch._inductor.lowering as lowering
+from torch._inductor import ir
+from torch._inductor.virtualized import V
+
+from ..runtime import config
+
+aten = torch.ops.aten
+
+# Measured crossovers (see the module docstring); below them ATen's kernel is at least as fast.
+MIN_MULTIPLY_ADDS = 1 << 22
+MIN_WIDTH = 16  # K and N: oneDNN lost to MKL on N=1 and K=1 shapes of 4M multiply-adds
+
+
+def setting() -> str:
+    """NEURON_COMPILE_GEMM: "onednn" or "aten"."""
+    return config.current().compile_gemm
+
+
+def enabled() -> bool:
+    return setting() == "onednn"
+
+
+def _hint(expr) -> int:
+    # A kernel choice, not a semantic one, so a hint without a guard is enough (dynamic shapes).
+    return V.graph.sizevars.optimization_hint(expr, fallback=0)
+
+
+def takes_onednn(device_type: str, mat1, mat2) -> bool:
+    """Whether `mat1 @ mat2` (Inductor IR nodes) in a graph being lowered goes to oneDNN."""
+    if not enabled():
+        return False
+    for mat in (mat1, mat2):
+        if (ir.get_device_type(mat) != device_type or mat.get_dtype() != torch.float32 or
+                len(mat.get_size()) != 2):
+            return False
+    m, k = (_hint(s) for s in mat1.get_size())
+    n = _hint(mat2.get_size()[1])
+    return min(k, n) >= MIN_WIDTH and m * n * k >= MIN_MULTIPLY_ADDS
+
+
+def _is_one(value) -> bool:
+    return not isinstance(value, bool) and value == 1
+
+
+def install(device_type: str) -> None:
+    """Lower `aten.mm` and `aten.addmm` on `device_type` to oneDNN where it is the faster kernel;
+    everything else (other devices, dtypes, small or thin shapes) keeps Inductor's lowering."""
+    original_mm = lowering.lowerings[aten.mm.default]
+    original_addmm = lowering.lowerings[aten.addmm.default]
+    linear = lowering.fallback_handler(torch.ops.mkldnn._linear_pointwise.default,
+                                       add_to_fallback_set=False)
+
+    def onednn_linear(mat1, mat2, bias):
+        # mat1 @ mat2 + bias == linear(mat1, weight=mat2.T, bias): the transpose is a view, and
+        # oneDNN reads the weight with its strides as they are.
+        weight = lowering.lowerings[aten.permute](mat2, [1, 0])
+        return linear(mat1, weight, bias, "none", [], "")
+
+    def mm(mat1, mat2, out_dtype=None, *, layout=None):
+        if out_dtype is None and layout is None and takes_onednn(device_type, mat1, mat2):
+            return onednn_linear(mat1, mat2, None)
+        return original_mm(mat1, mat2, out_dtype, layout=layout)
+
+    def addmm(inp, mat1, mat2, *, alpha=1, beta=1, layout=None):
+        # nn.Linear's bias: one value per output column (addmm's broadcast of a 1-D input).
+        is_linear_bias = (len(inp.get_size()) == 1 and inp.get_dtype() == torch.float32 and
+                          V.graph.sizevars.statically_known_equals(inp.get_size()[0],
+                                                                   mat2.get_size()[1]))
+        if (layout is None and _is_one(alpha) and _is_one(beta) and is_linear_bias and
+                takes_onednn(device_type, mat1, mat2)):
+            return onednn_linear(mat1, mat2, inp)
+        return original_addmm(inp, mat1, mat2, alpha=alpha, beta=beta, layout=layout)
+
+    for packet, original, replacement in ((aten.mm, original_mm, mm),
+                                          (aten.addmm, original_addmm, addmm)):
+        # Named one by one: given the packet, register_lowering skips overloads it already has.
+        overloads = [getattr(packet, name) for name in packet.overloads()]
+        lowering.register_lowering([o for o in overloads if lowering.lowerings.get(o) is original],
+                                   type_promotion_kind=None)(replacement)
