@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from compile_models import MLP, TransformerBlock, mlp_input, transformer_input
+from compile_models import CNN, MLP, TransformerBlock, cnn_input, mlp_input, \
+    transformer_input
 
 
 def pointwise_and_reduction(a, b):
@@ -162,4 +163,22 @@ def test_training_graphs_compile_to_the_cpus_kernels(model, make_input):
         outputs[device], code = run_and_get_code(step)
         kernels[device] = cpp_kernels(code)
     assert kernels["neuron"] and kernels["neuron"] == kernels["cpu"]
+    torch.testing.assert_close(outputs["neuron"].cpu(), outputs["cpu"], rtol=0, atol=0)
+
+
+def test_cnn_inference_compiles_to_the_cpus_kernels():
+    # A convolution's bias stays inside oneDNN's convolution, as on the CPU, instead of being
+    # peeled off into the next fused kernel as for GPUs (inductor_cpu_paths.py).
+    torch.manual_seed(0)
+    model, x = CNN().eval(), cnn_input()
+    kernels, outputs, codes = {}, {}, {}
+    for device in ("cpu", "neuron"):
+        torch._dynamo.reset()
+        fn = torch.compile(model.to(device), backend="neuron" if device == "neuron" else "inductor")
+        with torch.no_grad():
+            outputs[device], code = run_and_get_code(fn, x.to(device))
+        kernels[device], codes[device] = cpp_kernels(code), code[0]
+    assert kernels["neuron"] and kernels["neuron"] == kernels["cpu"]
+    conv_calls = re.findall(r"extern_kernels\.convolution\((.*?)\)\n", codes["neuron"])
+    assert len(conv_calls) == 2 and all(call.split(", ")[2].startswith("arg") for call in conv_calls)
     torch.testing.assert_close(outputs["neuron"].cpu(), outputs["cpu"], rtol=0, atol=0)

@@ -19,10 +19,14 @@ Three more pick the C++ backend's tuned heuristics, so that neuron's kernels are
   devices multiply by the reciprocal (which can differ in the last bit, pytorch#157959; every
   mean is such a division), so compiled neuron results are the compiled CPU's bit for bit.
 
-One more decides the layout plan: with oneDNN available, a graph whose convolutions all run on
-the CPU gets channels-last activations (`GraphLowering.decide_layout_opt`); neuron's convolution
-is the CPU's oneDNN kernel (and tracing predicts its layout as the CPU's, see conv_layout.py), so
-neuron graphs get the same plan.
+Two more concern convolutions, which on neuron are the CPU's oneDNN kernel (and tracing
+predicts their layout as the CPU's, see conv_layout.py):
+
+- `GraphLowering.decide_layout_opt`: with oneDNN available, a graph whose convolutions all run
+  on the CPU gets channels-last activations; neuron graphs get the same plan.
+- the convolution lowering (`kernel/conv.py`) peels a bias off into a pointwise kernel on every
+  device but the CPU (cuDNN is slower with it); oneDNN adds it inside the convolution, so
+  neuron keeps it there (a 173 us kernel of the benchmark's CNN took 200 us with the add).
 
 Upstream, all would become a lookup of the device's registered scheduling; until then this
 module re-points them without changing what the CPU or any other device gets."""
@@ -36,6 +40,7 @@ import torch
 import torch._inductor.codegen.common  # noqa: F401  (binds get_current_backend by name)
 import torch._inductor.graph as graph
 import torch._inductor.ir as ir
+import torch._inductor.kernel.conv as conv
 import torch._inductor.kernel.mm_common  # noqa: F401  (binds get_current_backend by name)
 import torch._inductor.lowering as lowering
 import torch._inductor.scheduler as scheduler
@@ -61,6 +66,21 @@ def cpu_uses_two_step_variance(x, axis) -> bool:
     kept = sympy_product(size[i] for i in range(len(size)) if i not in axis)
     return (isinstance(reduced, sympy.Integer) and kept != 1 and
             int(reduced) <= config.cpp.use_two_step_variance_threshold)
+
+
+class _IrAsTheConvolutionLoweringSees:
+    """`torch._inductor.ir` for kernel/conv.py, whose only device test is `ir.get_device_type`:
+    there `device_type` answers "cpu"; everything else is the real module."""
+
+    def __init__(self, device_type: str):
+        self._device_type = device_type
+
+    def __getattr__(self, name):
+        return getattr(ir, name)
+
+    def get_device_type(self, x):
+        found = ir.get_device_type(x)
+        return "cpu" if found == self._device_type else found
 
 
 def install(device_type: str) -> None:
@@ -102,6 +122,7 @@ def install(device_type: str) -> None:
     # Read by decide_layout_opt only; the oneDNN fusion passes keep their own CPU/XPU list.
     if device_type not in graph.SUPPORTED_MKLDNN_DEVICES:
         graph.SUPPORTED_MKLDNN_DEVICES = (*graph.SUPPORTED_MKLDNN_DEVICES, device_type)
+    conv.ir = _IrAsTheConvolutionLoweringSees(device_type)
     # Modules that imported the function by name hold their own reference: re-point each one.
     for name, module in list(sys.modules.items()):
         if name.startswith("torch._inductor") and \
