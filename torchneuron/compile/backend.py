@@ -24,12 +24,11 @@ _DROPPED_OPTIONS = {
     "cpp_wrapper": "the C++ wrapper needs an AOTInductor runtime header that exists only for "
                    "built-in devices, so the Python wrapper calls the fused C++ kernels",
 }
-_MODE_NOTES = {
-    "max-autotune": "Inductor's C++ GEMM templates are generated for CPU tensors only, so "
-                    "matmuls and convolutions keep their ATen kernels",
-    "max-autotune-no-cudagraphs": "Inductor's C++ GEMM templates are generated for CPU tensors "
-                                  "only, so matmuls and convolutions keep their ATen kernels",
-}
+_NO_GEMM_TEMPLATES = ("Inductor's C++ GEMM templates are generated for CPU tensors only, so "
+                      "matmuls keep the kernels of the default mode (oneDNN or ATen, see "
+                      "onednn_gemm.py) and convolutions their ATen kernel")
+_MODE_NOTES = {"max-autotune": _NO_GEMM_TEMPLATES,
+               "max-autotune-no-cudagraphs": _NO_GEMM_TEMPLATES}
 _warned_modes: set[str] = set()
 
 
