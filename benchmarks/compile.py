@@ -6,6 +6,7 @@ rounds. Prints seconds per call and the ratios that matter:
   speed-up from compiling, neuron vs CPU  target: neuron's >= CPU's
 
 Run: `.venv/bin/python benchmarks/compile.py` (about two minutes on 2 cores, most of it compiling).
+`NEURON_COMPILE_GEMM=aten` compares with the CPU's matmul kernels in compiled neuron graphs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from typing import Callable
 
 import torch
+from torchneuron.runtime import config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "compile"))
 from compile_models import CNN, MLP, TransformerBlock  # noqa: E402  (the models the tests check)
@@ -38,7 +40,12 @@ def compiled_on(model, device: str, compiled: bool):
     """`model` itself, or compiled with the backend each device is compiled with."""
     if not compiled:
         return model
-    return torch.compile(model, backend="neuron" if device == "neuron" else "inductor")
+    # Static shapes on both devices: Dynamo keeps its automatic-dynamic record per code object,
+    # and every compiled module runs through the same wrapper code, so without dynamic=False the
+    # first variant compiled after another workload (neuron's) got dynamic-shape kernels (the
+    # CNN's 2-thread graph took 0.7 ms instead of 0.5) while the second (the CPU's) did not.
+    return torch.compile(model, backend="neuron" if device == "neuron" else "inductor",
+                         dynamic=False)
 
 
 def inference(model, x, device: str, compiled: bool):
@@ -88,6 +95,7 @@ VARIANTS = (("neuron", False), ("neuron", True), ("cpu", False), ("cpu", True))
 def measure(rounds: int, clock=time.perf_counter) -> dict[str, dict[tuple[str, bool], float]]:
     results = {}
     for name, (make, number) in WORKLOADS.items():
+        torch._dynamo.reset()  # each workload's graphs compiled as in a fresh process
         steps = {v: make(*v) for v in VARIANTS}
         for step in steps.values():  # compile and warm up before any timing
             step()
@@ -126,7 +134,8 @@ def main() -> None:
         del WORKLOADS[name]
     results = measure(args.rounds, CLOCKS[args.clock])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.rounds} "
-          f"rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f} at the end")
+          f"rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f} at the end, "
+          f"compiled neuron matmuls: NEURON_COMPILE_GEMM={config.current().compile_gemm}")
     print(table(results))
 
 
