@@ -7,6 +7,8 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
+from torchneuron.compile.inductor import CodegenFingerprint
+
 from compile_models import CNN, MLP, TransformerBlock, cnn_input, mlp_input, \
     transformer_input
 
@@ -94,11 +96,43 @@ def test_codegen_fingerprint_hashes_the_compile_package_and_the_kernels():
 
     import torchneuron.compile.conv_layout as conv_layout
     from torchneuron import _C
-    from torchneuron.compile.inductor import CodegenFingerprint
 
     sources = CodegenFingerprint.sources()
     assert conv_layout.__file__ in sources and _C.__file__ in sources
-    assert CodegenFingerprint().uuid() == get_hash_for_files(sources) + b"gemm=onednn"
+    threads = torch.get_num_threads()
+    assert CodegenFingerprint().uuid() == \
+        get_hash_for_files(sources) + b"gemm=onednn" + f"threads={threads}".encode()
+
+
+def test_codegen_fingerprint_follows_the_thread_count():
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = CodegenFingerprint().uuid()
+        torch.set_num_threads(2)
+        two = CodegenFingerprint().uuid()
+    finally:
+        torch.set_num_threads(threads)
+    assert one.endswith(b"threads=1") and two.endswith(b"threads=2")
+
+
+SERIAL_OR_PARALLEL = (
+    "import torch\n"
+    "from torch._inductor.codecache import PyCodeCache\n"
+    "torch.set_num_threads({threads})\n"
+    "x = torch.randn(64, 4096, device='neuron')\n"
+    "torch.compile(lambda x: (x.sin() * 2).relu(), backend='neuron')(x)\n"
+    "print(any('omp parallel' in open(m.__file__).read() for m in PyCodeCache.modules))\n")
+
+
+def test_a_graph_cached_under_one_thread_is_compiled_again_for_two(python, tmp_path):
+    # The kernels of a graph compiled with one intra-op thread are serial; a later process
+    # with two threads must not load them from Inductor's on-disk cache.
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}
+    for threads, parallel in (("1", "False"), ("2", "True"), ("1", "False")):
+        r = python(SERIAL_OR_PARALLEL.format(threads=threads), env=env)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split()[-1] == parallel, (threads, r.stdout)
 
 
 @pytest.mark.parametrize("width", [256, 4096], ids=["short_rows", "long_rows"])

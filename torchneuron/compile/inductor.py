@@ -23,6 +23,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 from torch._inductor import config
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+from torch._inductor.utils import parallel_num_threads
 from torch._inductor.virtualized import V
 
 from . import inductor_cpu_paths, onednn_gemm
@@ -111,10 +112,18 @@ class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
 
 
 class CodegenFingerprint(CustomGraphModulePass):
-    """Changes nothing in the graph; its uuid puts the source of neuron's code generation (this
-    package), of its kernels (torchneuron._C: the convolution's layout rule depends on it) and
-    the matmul kernel setting (NEURON_COMPILE_GEMM) into Inductor's cache key, so a graph cached
-    by another torchneuron, or with the other matmul kernels, is not reused."""
+    """Changes nothing in the graph; its uuid puts into Inductor's cache key (computed anew for
+    every graph) what neuron's generated code depends on beyond the graph:
+
+    - the source of neuron's code generation (this package) and of its kernels (torchneuron._C:
+      the convolution's layout rule depends on it), so a graph cached by another torchneuron is
+      not reused;
+    - the matmul kernel setting (NEURON_COMPILE_GEMM);
+    - the intra-op thread count the C++ kernels are generated for. Inductor keys it only for
+      graphs with CPU tensors (FxGraphHashDetails.cpp_runtime_thread_count), so a neuron graph
+      compiled under one thread was reused under two with its loops left serial (the 2-thread
+      CNN of benchmarks/compile.py: 0.9 ms instead of 0.6, depending on which run filled the
+      cache first)."""
 
     def __call__(self, gm) -> None:
         pass
@@ -127,7 +136,15 @@ class CodegenFingerprint(CustomGraphModulePass):
         return tuple(sorted(glob.glob(os.path.join(here, "*.py")))) + (_C.__file__,)
 
     def uuid(self) -> bytes:
-        return self.source_hash() + b"gemm=" + onednn_gemm.setting().encode()
+        return (self.source_hash() + b"gemm=" + onednn_gemm.setting().encode() +
+                b"threads=" + str(self.kernel_thread_count()).encode())
+
+    @staticmethod
+    def kernel_thread_count() -> int | str:
+        """What the C++ kernels specialize on: Inductor's own rule for CPU graphs."""
+        if config.cpp.dynamic_threads:
+            return "dynamic"
+        return parallel_num_threads()
 
     @functools.cache
     def source_hash(self) -> bytes:
