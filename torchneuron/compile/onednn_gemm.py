@@ -13,7 +13,7 @@ or two, and the same time around 1M; under 1M its fixed cost (~10 us) loses. A m
 product (N=1) or an outer product (K=1) is faster on MKL, hence the minimum width.
 
 `NEURON_COMPILE_GEMM=aten` (runtime/config.py) keeps ATen's kernels, so compiled neuron graphs
-are the compiled CPU's bit for bit again."""
+are the compiled CPU's bit for bit again; so does turning oneDNN off in torch.backends.mkldnn."""
 
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ MIN_WIDTH = 16  # K and N: oneDNN lost to MKL on N=1 and K=1 shapes of 4M multip
 
 
 def setting() -> str:
-    """NEURON_COMPILE_GEMM: "onednn" or "aten"."""
+    """NEURON_COMPILE_GEMM ("onednn" or "aten"), or "aten" where PyTorch has no oneDNN or the
+    user turned it off (`torch.backends.mkldnn.enabled = False`, which ATen obeys too)."""
+    if not (torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled):
+        return "aten"
     return config.current().compile_gemm
 
 
