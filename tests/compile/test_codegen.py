@@ -174,8 +174,9 @@ def cpp_kernels(code):
 
 
 @pytest.mark.parametrize("model, make_input", [(MLP, mlp_input),
-                                               (TransformerBlock, transformer_input)],
-                         ids=["mlp", "transformer_block"])
+                                               (TransformerBlock, transformer_input),
+                                               (CNN, cnn_input)],
+                         ids=["mlp", "transformer_block", "cnn"])
 def test_training_graphs_compile_to_the_cpus_kernels(model, make_input):
     # Neuron's kernels come from the CPU's C++ backend and take its heuristics too
     # (inductor_cpu_paths.py): forward and backward kernels are the CPU's, character for

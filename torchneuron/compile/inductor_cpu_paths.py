@@ -7,14 +7,16 @@ tests decide whether the code generated works at all:
 - `get_current_backend(device)`: names the kernel language ("cpp", "triton", ...) that dtype
   propagation and masked loads are written for; for an unknown device it answers the GPU's.
 
-Three more pick the C++ backend's tuned heuristics, so that neuron's kernels are the CPU's own:
+Four more pick the C++ backend's tuned heuristics, so that neuron's kernels are the CPU's own:
 
 - `ir.is_cpu()`: when to materialize an intermediate instead of recomputing it in every
   consumer (op-count and read-count thresholds tuned for C++ loops, not GPU kernels).
 - `lowering.use_two_step_variance()`: LayerNorm/var_mean statistics in two vectorized passes
   (sum, then squared deviations) for rows up to `config.cpp.use_two_step_variance_threshold`
   elements, where other devices get Welford's update per element: half the time per row.
-
+- `utils.use_scatter_fallback`: with more than one thread, a scatter-add (index_put with
+  accumulate, pooling backward) runs as ATen's kernel on the CPU
+  (`config.cpp.fallback_scatter_reduce_sum`) instead of a generated kernel of atomic adds.
 - `lowering.div_prim`: the CPU keeps a division by a constant as a division, where other
   devices multiply by the reciprocal (which can differ in the last bit, pytorch#157959; every
   mean is such a division), so compiled neuron results are the compiled CPU's bit for bit.
@@ -55,6 +57,7 @@ _original_get_current_backend = inductor_utils.get_current_backend
 _original_ir_is_cpu = ir.is_cpu
 _original_use_two_step_variance = lowering.use_two_step_variance
 _original_div_prim = lowering.div_prim.__wrapped__  # the body under the registered lowering
+_original_use_scatter_fallback = inductor_utils.use_scatter_fallback
 
 
 def cpu_uses_two_step_variance(x, axis) -> bool:
@@ -107,6 +110,13 @@ def install(device_type: str) -> None:
             return cpu_uses_two_step_variance(x, axis)
         return _original_use_two_step_variance(x, axis, keepdim, input_dtype)
 
+    def use_scatter_fallback(op_overload, reduction_type, self_dtype, src_dtype,
+                             src_device_type, src_is_tensor) -> bool:
+        if src_device_type == device_type:
+            src_device_type = "cpu"
+        return _original_use_scatter_fallback(op_overload, reduction_type, self_dtype, src_dtype,
+                                              src_device_type, src_is_tensor)
+
     def div_prim(a, b):
         if (ir.get_device_type(a) == device_type and a.get_dtype().is_floating_point and
                 lowering.get_constant_value(b) is not None):
@@ -123,8 +133,12 @@ def install(device_type: str) -> None:
     if device_type not in graph.SUPPORTED_MKLDNN_DEVICES:
         graph.SUPPORTED_MKLDNN_DEVICES = (*graph.SUPPORTED_MKLDNN_DEVICES, device_type)
     conv.ir = _IrAsTheConvolutionLoweringSees(device_type)
-    # Modules that imported the function by name hold their own reference: re-point each one.
+    # Modules that imported these functions by name hold their own reference: re-point each one.
     for name, module in list(sys.modules.items()):
-        if name.startswith("torch._inductor") and \
-                getattr(module, "get_current_backend", None) is _original_get_current_backend:
-            module.get_current_backend = get_current_backend
+        if not name.startswith("torch._inductor"):
+            continue
+        for attr, original, replacement in (
+                ("get_current_backend", _original_get_current_backend, get_current_backend),
+                ("use_scatter_fallback", _original_use_scatter_fallback, use_scatter_fallback)):
+            if getattr(module, attr, None) is original:
+                setattr(module, attr, replacement)
