@@ -153,12 +153,12 @@ def _kernel(op_name: str):
         # callers such as DDP's reducer get; point-to-point ops) sees the Work; synchronous
         # calls wait on it inside torch.distributed and skip the wrapping.
         synchronous = async_index is not None and len(args) > async_index and not args[async_index]
-        turn = sequencer.for_group(group)
         if not synchronous and sequencer.defers(op_name, group):
-            work = sequencer.deferred(turn, lambda: _neuron_work(
+            work = sequencer.deferred(sequencer.for_group(group), lambda: _neuron_work(
                 _work_of(start(group, args, cpu_args)), aliases))
             return (args[0], work) if returns_tensors else work
-        if turn.busy():
+        turn = sequencer.existing(group)  # a group that never deferred has no thread to wait on
+        if turn is not None and turn.busy():
             result = turn.start_in_turn(lambda: start(group, args, cpu_args))
         else:
             result = start(group, args, cpu_args)

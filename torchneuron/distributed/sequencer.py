@@ -101,7 +101,13 @@ class Sequencer:
                     pass
 
 
+def existing(group: dist.ProcessGroup) -> Sequencer | None:
+    """The group's sequencer if a collective was ever deferred in it (None: nothing can wait)."""
+    return _sequencers.get(group.group_name)
+
+
 def for_group(group: dist.ProcessGroup) -> Sequencer:
+    """The group's sequencer, made (with its thread) at the first deferred collective."""
     name = group.group_name
     try:
         return _sequencers[name]
