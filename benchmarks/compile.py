@@ -18,7 +18,7 @@ import time
 from typing import Callable
 
 import torch
-from torchneuron.runtime import config
+from torchneuron.compile import onednn_gemm
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "compile"))
 from compile_models import CNN, MLP, TransformerBlock  # noqa: E402  (the models the tests check)
@@ -135,7 +135,7 @@ def main() -> None:
     results = measure(args.rounds, CLOCKS[args.clock])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.rounds} "
           f"rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f} at the end, "
-          f"compiled neuron matmuls: NEURON_COMPILE_GEMM={config.current().compile_gemm}")
+          f"compiled neuron matmuls: {onednn_gemm.setting()} (NEURON_COMPILE_GEMM)")
     print(table(results))
 
 
