@@ -27,6 +27,7 @@ torch.utils.rename_privateuse1_backend("neuron")
 from . import device as _device_module  # noqa: E402
 
 torch._register_device_module("neuron", _device_module)
+_device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory` works
 
 # 4. Tensor.neuron() / .is_neuron, Module.neuron(), Storage.neuron() / .is_neuron.
 torch.utils.generate_methods_for_privateuse1_backend(

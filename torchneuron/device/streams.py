@@ -1,15 +1,22 @@
-"""Streams and events for neuron. They are PyTorch's own `torch.Stream` / `torch.Event` objects
-on the neuron device (the generic classes route to the C++ DeviceGuardImpl), so they mix freely
-with device-generic code; `torch.neuron.Stream(...)` / `torch.neuron.Event(...)` build them the
-way `torch.cuda.Stream` / `torch.cuda.Event` are built. On the software NeuronCore a kernel
-finishes before the call that issued it returns, so stream order always holds and waits never
-block."""
+"""Streams and events for neuron: PyTorch's own `torch.Stream` / `torch.Event` on the neuron
+device (the C++ DeviceGuardImpl serves them), built the way `torch.cuda.Stream` / `torch.cuda.Event`
+are, plus the current/default stream and the `stream` context manager."""
+
+# On the software NeuronCore a kernel finishes before the call that issued it returns, so stream
+# order always holds and waits never block; the generic classes still mix freely with
+# device-generic code.
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
+
+from .. import _C
+from ._index import _device_index
+
+__all__ = ["Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
+           "set_stream"]
 
 
 class _OnNeuron(type):
@@ -25,7 +32,7 @@ class Stream(metaclass=_OnNeuron):
     generic = torch.Stream
 
     def __new__(cls, device: Any = None, priority: int = 0) -> torch.Stream:
-        index = torch.neuron._device_index(device)
+        index = _device_index(device)
         return torch.Stream(device=torch.device("neuron", index), priority=priority)
 
 
@@ -36,13 +43,13 @@ class Event(metaclass=_OnNeuron):
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False,
                 interprocess: bool = False) -> torch.Event:
-        return torch.Event(device=torch.device("neuron", torch.neuron.current_device()),
+        return torch.Event(device=torch.device("neuron", _C._get_device()),
                            enable_timing=enable_timing, blocking=blocking,
                            interprocess=interprocess)
 
 
 def current_stream(device: Any = None) -> torch.Stream:
-    return torch.accelerator.current_stream(torch.neuron._device_index(device))
+    return torch.accelerator.current_stream(_device_index(device))
 
 
 def default_stream(device: Any = None) -> torch.Stream:
@@ -66,7 +73,7 @@ class StreamContext:
 
     def __enter__(self):
         if self.stream is not None:
-            self.prev_device = torch.neuron.current_device()
+            self.prev_device = _C._get_device()
             self.prev_stream = current_stream(self.stream.device_index)
             torch.accelerator.set_stream(self.stream)
         return self
@@ -74,7 +81,7 @@ class StreamContext:
     def __exit__(self, *exc) -> bool:
         if self.stream is not None:
             torch.accelerator.set_stream(self.prev_stream)
-            torch.neuron.set_device(self.prev_device)
+            _C._set_device(self.prev_device)
         return False
 
 

@@ -1,0 +1,96 @@
+"""`torch.neuron`: the device module, shaped like `torch.cuda` and split like it. This file owns
+device selection and initialization; memory, streams, random and properties live in their own
+submodules, whose names it re-exports. Registered with `torch._register_device_module`."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from .. import _C
+from . import memory, properties, random, streams
+from ._index import _device_index, _device_t
+from .memory import *  # noqa: F403
+from .properties import *  # noqa: F403
+from .properties import _NeuronDeviceProperties  # noqa: F401  (old pickles name it here)
+from .random import *  # noqa: F403
+from .streams import *  # noqa: F403
+
+# The submodules themselves stay out of __all__: a star import would otherwise bind `random`
+# over the standard library's.
+__all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
+           "set_device", "synchronize", "device", "device_of",
+           *memory.__all__, *properties.__all__, *random.__all__, *streams.__all__]
+
+
+def _alias_submodules(package_name: str) -> None:
+    """Make `import torch.neuron.memory` (like `import torch.cuda.memory`) find these modules;
+    without the alias, Python would load a second copy of the file under the new name."""
+    for submodule in (memory, properties, random, streams):
+        sys.modules[f"{package_name}.{submodule.__name__.rsplit('.', 1)[1]}"] = submodule
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def is_initialized() -> bool:
+    return _C._is_configured()
+
+
+def init() -> None:
+    """Devices are configured at import of torchneuron; kept for `torch.cuda.init` parity."""
+
+
+# torch.utils.checkpoint reads this flag (torch.cuda's name) to decide whether to save and
+# restore the device's RNG state around a recomputation; without it, dropout in a checkpointed
+# block draws a different mask in backward. Devices are configured at import, so it is true.
+_initialized = True
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._get_device()
+
+
+def set_device(device: _device_t) -> None:
+    index = _device_index(device)
+    _C._set_device(index)
+
+
+def synchronize(device: _device_t = None) -> None:
+    _C._synchronize(_device_index(device))
+
+
+class device:
+    """Context manager that changes the current neuron device (like `torch.cuda.device`)."""
+
+    def __init__(self, device: _device_t):
+        self.idx = -1 if device is None else _device_index(device)
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = current_device()
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            _C._set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self.idx >= 0 and self.idx != self.prev_idx:
+            _C._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the tensor's neuron device current; no-op for CPU tensors."""
+
+    def __init__(self, obj: torch.Tensor):
+        super().__init__(obj.get_device() if obj.device.type == "neuron" else None)

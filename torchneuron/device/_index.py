@@ -1,0 +1,33 @@
+"""How a `device` argument names a neuron device: an int, "neuron:1", torch.device("neuron", 1),
+or None for the current device. Every submodule resolves its `device=` argument here."""
+
+# Not called `_utils` like torch.cuda's: torch.load looks for `torch.<device>._utils.
+# _get_device_index` and would then map storages differently than it does today.
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import _C
+
+_device_t = Any  # torch.device | str | int | None, as torch.cuda accepts
+
+
+def _device_index(device: _device_t, optional: bool = True) -> int:
+    """The index named by `device` (int, "neuron:1", torch.device), or the current one."""
+    if device is None:
+        return _C._get_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"Expected a neuron device, but got: {device}")
+        if device.index is None:
+            return _C._get_device()
+        device = device.index
+    if not isinstance(device, int):
+        raise TypeError(f"Expected an int, str or torch.device for a neuron device, got {device!r}")
+    _C._check_device(device)
+    return device
