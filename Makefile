@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: setup demo test test-slow compat-ops compat-models bench clean
+.PHONY: setup demo test test-slow compat-ops compat-models bench bench-all clean
 
 setup: $(VENV)/.ext
 
@@ -41,6 +41,10 @@ compat-models: setup
 
 bench: setup
 	$(BIN)/python benchmarks/eager_overhead.py
+
+# Every benchmark in benchmarks/, then docs/performance.md with the machine and the latest tables.
+bench-all: setup
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf build $(VENV) torchneuron/_C*.so

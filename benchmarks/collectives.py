@@ -5,9 +5,10 @@ size, all_reduce and all_gather run on neuron tensors (neuron backend) and on CP
 interleaved round by round so both see the same machine load (the machine may be shared).
 Bus bandwidth follows nccl-tests: all_reduce moves 2(n-1)/n of the buffer per rank, all_gather
 (n-1)/n of the gathered output. Then a DDP training step: its time over the same step in a single
-process, for neuron/neuron and for CPU/gloo.
-
-Run: `.venv/bin/python benchmarks/collectives.py` (`--quick` for sizes up to 16 MiB).
+process, for neuron/neuron and for CPU/gloo. Target: from 1 MiB up, neuron's bandwidth at least
+0.9x gloo's; `NEURON_DIST_CHECK=0` measures without the ranks' shape check.
+Run: `.venv/bin/python benchmarks/collectives.py [--rounds 9] [--quick]` (`--quick`: sizes up
+to 16 MiB).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import multiprocessing as mp
 import os
 import socket
 import sys
-import time
 
 import torch
 import torch.distributed as dist
+from timing import median, seconds_per_call
 
 WORLD = 2
 KiB, MiB = 1 << 10, 1 << 20
@@ -41,15 +42,7 @@ def calls_for(nbytes: int) -> int:
 
 def time_calls(fn, calls: int, group) -> float:
     dist.barrier(group=group)  # start together: the slower rank sets the pace anyway
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
-
-
-def median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    return xs[len(xs) // 2]
+    return seconds_per_call(fn, calls)
 
 
 def bus_bandwidth(rounds: int, sizes: list[int], neuron_group, gloo_group) -> list[tuple]:
@@ -151,6 +144,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="sizes up to 16 MiB only")
+    parser.add_argument("--markdown", action="store_true",
+                        help="settings as a sentence, then Markdown tables (for docs/performance.md)")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue, port = ctx.Queue(), free_port()
@@ -164,20 +159,50 @@ def main() -> None:
         sys.exit("a benchmark process failed")
 
     check = "on" if agreement_enabled() else "off (NEURON_DIST_CHECK=0)"
-    print(f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, best of "
-          f"{args.rounds} rounds (GB/s); ratio = median over rounds of neuron/gloo; "
-          f"shape check {check}")
-    print(f"{'collective':<12}{'size':>9}{'neuron':>10}{'gloo cpu':>10}{'ratio':>8}")
+    print((markdown_report if args.markdown else text_report)(args.rounds, check, rows, ddp))
+
+
+def text_report(rounds: int, check: str, rows, ddp) -> str:
+    lines = [f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, best of "
+             f"{rounds} rounds (GB/s); ratio = median over rounds of neuron/gloo; "
+             f"shape check {check}",
+             f"{'collective':<12}{'size':>9}{'neuron':>10}{'gloo cpu':>10}{'ratio':>8}"]
     for coll, nbytes, bw_n, bw_g, ratio in rows:
-        flag = "" if nbytes < MiB or ratio >= 0.9 else "  < 0.9x"
-        print(f"{coll:<12}{human(nbytes):>9}{bw_n:>10.3f}{bw_g:>10.3f}{ratio:>7.2f}x{flag}")
-    print("\nDDP training step (MLP 512-1024-1024-10, batch 64), median ms per step")
-    print(f"{'backend':<10}{'1 process':>11}{'DDP x2':>9}{'overhead':>10}")
+        lines.append(f"{coll:<12}{human(nbytes):>9}{bw_n:>10.3f}{bw_g:>10.3f}{ratio:>7.2f}x"
+                     f"{below_target(nbytes, ratio)}")
+    lines += ["", "DDP training step (MLP 512-1024-1024-10, batch 64), median ms per step",
+              f"{'backend':<10}{'1 process':>11}{'DDP x2':>9}{'overhead':>10}"]
     for kind, (single, ddp_t) in ddp.items():
-        print(f"{kind:<10}{single * 1e3:>11.2f}{ddp_t * 1e3:>9.2f}{(ddp_t - single) * 1e3:>10.2f}")
-    over_n = ddp["neuron"][1] - ddp["neuron"][0]
-    over_g = ddp["gloo"][1] - ddp["gloo"][0]
-    print(f"neuron DDP overhead / gloo DDP overhead: {over_n / over_g:.2f}x")
+        lines.append(f"{kind:<10}{single * 1e3:>11.2f}{ddp_t * 1e3:>9.2f}"
+                     f"{(ddp_t - single) * 1e3:>10.2f}")
+    lines.append(f"neuron DDP overhead / gloo DDP overhead: {ddp_overhead_ratio(ddp):.2f}x")
+    return "\n".join(lines)
+
+
+def markdown_report(rounds: int, check: str, rows, ddp) -> str:
+    lines = [f"{WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, torch "
+             f"{torch.__version__}, best of {rounds} rounds, shape check {check}, load average "
+             f"{os.getloadavg()[0]:.2f} at the end. Bus bandwidth in GB/s; ratio = median over "
+             "rounds of neuron/gloo (target from 1 MiB up: >= 0.9x).", "",
+             "| collective | size | neuron | gloo on CPU | ratio |", "|---|---:|---:|---:|---:|"]
+    for coll, nbytes, bw_n, bw_g, ratio in rows:
+        lines.append(f"| {coll} | {human(nbytes)} | {bw_n:.3f} | {bw_g:.3f} | {ratio:.2f}x"
+                     f"{below_target(nbytes, ratio)} |")
+    lines += ["", "DDP training step (MLP 512-1024-1024-10, batch 64), median ms per step:", "",
+              "| backend | 1 process | DDP x2 | overhead |", "|---|---:|---:|---:|"]
+    for kind, (single, ddp_t) in ddp.items():
+        lines.append(f"| {kind} | {single * 1e3:.2f} | {ddp_t * 1e3:.2f} | "
+                     f"{(ddp_t - single) * 1e3:.2f} |")
+    lines += ["", f"neuron DDP overhead / gloo DDP overhead: {ddp_overhead_ratio(ddp):.2f}x"]
+    return "\n".join(lines)
+
+
+def below_target(nbytes: int, ratio: float) -> str:
+    return "" if nbytes < MiB or ratio >= 0.9 else "  < 0.9x"
+
+
+def ddp_overhead_ratio(ddp) -> float:
+    return (ddp["neuron"][1] - ddp["neuron"][0]) / (ddp["gloo"][1] - ddp["gloo"][0])
 
 
 if __name__ == "__main__":

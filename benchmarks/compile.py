@@ -1,12 +1,11 @@
 """torch.compile on neuron against the CPU, in one run: for each workload, neuron eager, neuron
 compiled (backend="neuron"), CPU eager and CPU compiled (Inductor), interleaved, best of several
-rounds. Prints seconds per call and the ratios that matter:
-
-  neuron compiled / CPU compiled      target <= 1.10 (compiled neuron costs what compiled CPU does)
-  speed-up from compiling, neuron vs CPU  target: neuron's >= CPU's
-
-Run: `.venv/bin/python benchmarks/compile.py` (about two minutes on 2 cores, most of it compiling).
+rounds, after compiling and warming up every variant. Prints milliseconds per call and the
+ratios that matter, with their targets: neuron compiled / CPU compiled <= 1.10 (compiled neuron
+costs what compiled CPU does), and compiling speeds neuron up at least as much as the CPU.
 `NEURON_COMPILE_GEMM=aten` compares with the CPU's matmul kernels in compiled neuron graphs.
+Run: `.venv/bin/python benchmarks/compile.py [--threads 1] [--only CNN] [--clock cpu]` (about
+two minutes on 2 cores, most of it compiling).
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ import argparse
 import os
 import sys
 import time
-from typing import Callable
 
 import torch
+from timing import best_interleaved
 from torchneuron.compile import onednn_gemm
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "compile"))
@@ -27,13 +26,6 @@ from compile_models import CNN, MLP, TransformerBlock  # noqa: E402  (the models
 # Wall time is what a user sees; process CPU time leaves out the time other jobs on a busy host
 # take the cores away, so with --threads 1 it is the steadier measure of what each variant costs.
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def seconds_per_call(fn: Callable[[], object], number: int, clock=time.perf_counter) -> float:
-    start = clock()
-    for _ in range(number):
-        fn()
-    return (clock() - start) / number
 
 
 def compiled_on(model, device: str, compiled: bool):
@@ -100,11 +92,8 @@ def measure(rounds: int, clock=time.perf_counter) -> dict[str, dict[tuple[str, b
         for step in steps.values():  # compile and warm up before any timing
             step()
             step()
-        best = {v: float("inf") for v in VARIANTS}
-        for _ in range(rounds):  # interleaved, so every variant sees the same machine load
-            for v, step in steps.items():
-                best[v] = min(best[v], seconds_per_call(step, number, clock))
-        results[name] = best
+        # Interleaved, so every variant sees the same machine load.
+        results[name] = best_interleaved(steps, number, rounds, clock)
     return results
 
 
@@ -128,6 +117,8 @@ def main() -> None:
     parser.add_argument("--clock", choices=CLOCKS, default="wall",
                         help="wall time, or process CPU time (steadier on a busy host with "
                              "--threads 1; with more threads it counts OpenMP's spinning too)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="settings as a sentence, then the table (for docs/performance.md)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for name in [n for n in WORKLOADS if args.only and args.only not in n]:
@@ -135,7 +126,8 @@ def main() -> None:
     results = measure(args.rounds, CLOCKS[args.clock])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.rounds} "
           f"rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f} at the end, "
-          f"compiled neuron matmuls: {onednn_gemm.setting()} (NEURON_COMPILE_GEMM)")
+          f"compiled neuron matmuls: {onednn_gemm.setting()} (NEURON_COMPILE_GEMM)"
+          + (".\n" if args.markdown else ""))
     print(table(results))
 
 

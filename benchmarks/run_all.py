@@ -1,0 +1,138 @@
+"""Runs every benchmark in benchmarks/ and writes docs/performance.md: the machine it ran on,
+then each benchmark's description (its docstring) and latest tables. `make bench-all`.
+
+Each run is a fresh process, started as a user would start it, with `--markdown` added so that
+it prints its settings and tables in Markdown; what it measures is what it measures alone.
+Each benchmark runs with its own default round count; the whole run takes about a quarter of an
+hour on 2 cores (most of it compiling and the collectives' largest buffers). The file is written only if every run
+succeeds, so a failed run leaves the previous figures in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import importlib.metadata
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+OUT = ROOT / "docs" / "performance.md"
+
+
+@dataclass(frozen=True)
+class Run:
+    script: str  # a file in benchmarks/
+    variant: str  # the subheading of this run's tables
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# Benchmarks compare neuron and CPU at equal intra-op thread counts; 1 thread is the steadier
+# measure on a shared machine, 2 the machine's width.
+RUNS = (
+    Run("eager_overhead.py", "1 thread", ("--threads", "1")),
+    Run("eager_overhead.py", "2 threads", ("--threads", "2")),
+    Run("compile.py", "1 thread", ("--threads", "1")),
+    Run("compile.py", "2 threads", ("--threads", "2")),
+    Run("compile.py", "2 threads, the CPU's matmul kernels (NEURON_COMPILE_GEMM=aten)",
+        ("--threads", "2"), {"NEURON_COMPILE_GEMM": "aten"}),
+    Run("collectives.py", "2 processes, shape check on (the default)"),
+)
+
+# The modules in benchmarks/ that are helpers, not benchmarks.
+HELPERS = {"timing.py", "run_all.py"}
+
+
+def benchmark_scripts() -> list[str]:
+    return sorted(p.name for p in BENCHMARKS.glob("*.py") if p.name not in HELPERS)
+
+
+def docstring(script: str) -> str:
+    return ast.get_docstring(ast.parse((BENCHMARKS / script).read_text())) or ""
+
+
+def machine() -> dict[str, str]:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor() or "unknown")
+    mem_kib = next(int(line.split()[1]) for line in open("/proc/meminfo")
+                   if line.startswith("MemTotal"))
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip() or "unknown"
+    return {
+        "CPU": cpu,
+        "cores": str(os.cpu_count()),
+        "memory": f"{mem_kib / (1 << 20):.1f} GiB",
+        "OS": f"{platform.system()} {platform.release()}",
+        "Python": platform.python_version(),
+        "torch": importlib.metadata.version("torch"),
+        "torchneuron commit": commit,
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "load average before the runs": f"{os.getloadavg()[0]:.2f}",
+    }
+
+
+def run(r: Run) -> tuple[str, float]:
+    """The run's Markdown output and its duration in seconds; raises if it fails."""
+    command = [sys.executable, str(BENCHMARKS / r.script), "--markdown", *r.args]
+    print(f"== {r.script} ({r.variant})", flush=True)
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env={**os.environ, **r.env},
+                          stdout=subprocess.PIPE, text=True)
+    seconds = time.monotonic() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{r.script} {' '.join(r.args)} failed (exit {done.returncode}); "
+                         f"{OUT.relative_to(ROOT)} left as it was")
+    print(done.stdout, flush=True)
+    return done.stdout.strip(), seconds
+
+
+def command_line(r: Run) -> str:
+    env = "".join(f"{k}={v} " for k, v in r.env.items())
+    return f"{env}.venv/bin/python benchmarks/{r.script} {' '.join(r.args)}".rstrip()
+
+
+def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: float) -> str:
+    lines = ["# Performance", "",
+             "Written by `make bench-all` (`benchmarks/run_all.py`), which runs every benchmark "
+             "in `benchmarks/`; do not edit by hand. Each benchmark compares neuron with native "
+             "CPU PyTorch (gloo on CPU tensors for collectives) measured in the same run, on the "
+             "same machine; how it measures is its description below (the script's docstring). "
+             "Figures move with the machine's load: compare runs made on a quiet machine "
+             "(the load average before and after is in the table).", "",
+             "| machine | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in host.items()]
+    lines += [f"| load average after the runs | {os.getloadavg()[0]:.2f} |",
+              f"| time for all runs | {total / 60:.1f} min |", ""]
+    for script in dict.fromkeys(r.script for r, _, _ in outputs):
+        lines += [f"## benchmarks/{script}", "", docstring(script), ""]
+        for r, text, seconds in outputs:
+            if r.script == script:
+                lines += [f"### {r.variant}", "", f"`{command_line(r)}` ({seconds:.0f} s)", "",
+                          text, ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    args = parser.parse_args()
+    missing = set(benchmark_scripts()) - {r.script for r in RUNS}
+    if missing:
+        raise SystemExit(f"benchmarks not in run_all.RUNS: {', '.join(sorted(missing))}")
+    host = machine()
+    start = time.monotonic()
+    outputs = [(r, *run(r)) for r in RUNS]
+    args.out.write_text(render(host, outputs, time.monotonic() - start))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""How every benchmark here times a call, written once so that their figures stay comparable:
+seconds per call over a batch of back-to-back calls, the best of interleaved rounds, medians."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Hashable, Mapping, TypeVar
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def seconds_per_call(fn: Callable[[], object], number: int, clock=time.perf_counter,
+                     warmup: bool = False) -> float:
+    """Seconds per call of `number` back-to-back calls of `fn`, read on `clock`. With `warmup`,
+    one untimed call first (first-call initialisation, caches)."""
+    if warmup:
+        fn()
+    start = clock()
+    for _ in range(number):
+        fn()
+    return (clock() - start) / number
+
+
+def best_interleaved(fns: Mapping[Key, Callable[[], object]], number: int, rounds: int,
+                     clock=time.perf_counter, warmup: bool = False) -> dict[Key, float]:
+    """The best seconds per call of each of `fns` over `rounds` rounds. Each round times every
+    function once, in the mapping's order, so that all of them see the same machine load (the
+    machine may be shared); the best round is the one least disturbed."""
+    best = {key: float("inf") for key in fns}
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            best[key] = min(best[key], seconds_per_call(fn, number, clock, warmup))
+    return best
+
+
+def median(xs: list[float]) -> float:
+    """The middle value (the upper one of an even count), robust to a round that a neighbour
+    process disturbed."""
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
