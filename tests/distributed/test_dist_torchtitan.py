@@ -10,7 +10,7 @@ every document twice, and each of the 2 ranks reads one contiguous half). Parame
 bf16 autocast round differently, which would hide a real mismatch in a looser tolerance.
 
 Needs `torchtitan==0.2.2` and `triton` importable (TorchTitan imports it unconditionally); see
-docs/distributed.md."""
+docs/torchtitan.md."""
 
 import os
 import re

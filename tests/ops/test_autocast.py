@@ -53,7 +53,7 @@ def test_cpu_autocast_does_not_touch_neuron_tensors():
 
 
 def test_other_threads_start_at_atens_thread_default():
-    # ATen keeps the autocast dtype per thread; documented in docs/compile.md.
+    # ATen keeps the autocast dtype per thread; documented in docs/autocast.md.
     seen = []
     t = threading.Thread(target=lambda: seen.append(torch.get_autocast_dtype("neuron")))
     t.start()
