@@ -19,6 +19,8 @@ from .runtime import config as _config
 # 1. The runtime: how many devices and how much HBM each, from the profile and the environment.
 _CONFIG = _config.current()
 _C._configure(_CONFIG.device_count, _CONFIG.hbm_bytes_per_device)
+_C._register_hooks()  # what ATen asks a device backend outside the dispatcher (csrc/device)
+_C._install_kernel_cpu_allocator()  # CPU kernels on neuron memory allocate there (csrc/aten)
 
 # 2. The name: PrivateUse1 is called "neuron" everywhere (torch.device, profiler, serialization).
 torch.utils.rename_privateuse1_backend("neuron")
@@ -26,6 +28,7 @@ torch.utils.rename_privateuse1_backend("neuron")
 # 3. `torch.neuron`, the device module shaped like `torch.cuda`.
 from . import device as _device_module  # noqa: E402
 
+# internal: see runtime/torch_internals.py "torch._register_device_module"
 torch._register_device_module("neuron", _device_module)
 _device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory` works
 

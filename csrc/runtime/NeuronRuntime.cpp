@@ -52,6 +52,10 @@ void configure(int device_count, std::size_t hbm_bytes_per_device) {
 
 bool configured() { return g_configured; }
 
+Capabilities capabilities() {
+  return Capabilities{/*host_addressable_memory=*/true, /*name=*/"software NeuronCore"};
+}
+
 int device_count() { return g_device_count; }
 
 std::size_t hbm_capacity(int device) {

@@ -8,6 +8,20 @@
 
 namespace torchneuron::rt {
 
+// What a runtime's hardware can do that the layers above must not assume. Asked in one place
+// above the seam (csrc/aten/HostAccess.h); everything that treats device memory as host memory
+// goes through there, so a runtime that cannot offer it fails there, with one clear error.
+struct Capabilities {
+  // A CPU thread may read and write device memory in place through its address: the CPU kernels
+  // of the boxed fallback, the native fast paths, Inductor's CPU code on neuron buffers and
+  // gloo's zero-copy collectives all rely on it. True for the software NeuronCore (its HBM is a
+  // host-memory arena); a Trainium runtime would say false and move bytes with memcpy only.
+  bool host_addressable_memory;
+  // The runtime's name, for error messages.
+  const char* name;
+};
+Capabilities capabilities();
+
 // Set once, before the first device call, from the Python configuration (profile + env).
 void configure(int device_count, std::size_t hbm_bytes_per_device);
 bool configured();

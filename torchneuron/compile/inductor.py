@@ -13,6 +13,9 @@ import functools
 import glob
 import os
 
+# internal: see runtime/torch_internals.py "register_backend_for_device"
+# internal: see runtime/torch_internals.py "register_device_op_overrides"
+# internal: see runtime/torch_internals.py "register_interface_for_device"
 from torch._dynamo.device_interface import register_interface_for_device
 from torch._inductor.codegen.common import register_backend_for_device, \
     register_device_op_overrides
@@ -37,6 +40,9 @@ CPP_WRAPPER_UNSUPPORTED = (
     "wrapper calls the same fused C++ kernels")
 
 
+# internal: see runtime/torch_internals.py "wrapper.PythonWrapperCodegen"
+# internal: see runtime/torch_internals.py "SubgraphPythonWrapperCodegen"
+# internal: see runtime/torch_internals.py "track_memory_lifecycle"
 class _NeuronKernelCalls:
     """Emits neuron kernel launches as plain calls of the compiled C++ kernel (the software
     NeuronCore finishes a kernel before the call returns, so there is no stream to pass) and
@@ -60,6 +66,7 @@ class _NeuronKernelCalls:
 
     def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True,
                                      **kwargs):
+        # internal: see runtime/torch_internals.py "V.graph.get_current_device_or_throw"
         device = device or V.graph.get_current_device_or_throw()
         if device.type == DEVICE and not triton:
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
@@ -81,12 +88,18 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        # CPU kernels on neuron buffers need memory the CPU can address in place: asked of the
+        # runtime seam in its one place (csrc/aten/HostAccess.h), before any code is generated.
+        from .. import _C
+
+        _C._require_host_access("Inductor's CPU code generation for neuron buffers")
         if is_subgraph:
             return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper,
                                                 partition_signatures)
         return NeuronWrapperCodegen()
 
 
+# internal: see runtime/torch_internals.py "CppWrapperCpu"
 class NeuronCppWrapperCodegen(CppWrapperCpu):
     """`cpp_wrapper=True` would write the wrapper itself in C++ against a per-device header of
     AOTInductor's (torch/csrc/inductor/cpp_wrapper/<device>.h) that exists only for built-in
@@ -97,6 +110,7 @@ class NeuronCppWrapperCodegen(CppWrapperCpu):
         raise NotImplementedError(CPP_WRAPPER_UNSUPPORTED)
 
 
+# internal: see runtime/torch_internals.py "CpuDeviceOpOverrides"
 class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
     """What the wrapper writes for device housekeeping. Kernels are synchronous (no streams to
     fetch or sync), but the current device is real and switches with the tensors' index."""
@@ -111,6 +125,8 @@ class NeuronDeviceOpOverrides(CpuDeviceOpOverrides):
         return f"torch.neuron.device({device_idx})"
 
 
+# internal: see runtime/torch_internals.py "CustomGraphModulePass"
+# internal: see runtime/torch_internals.py "parallel_num_threads"
 class CodegenFingerprint(CustomGraphModulePass):
     """Changes nothing in the graph; its uuid puts into Inductor's cache key (computed anew for
     every graph) what neuron's generated code depends on beyond the graph:
@@ -155,6 +171,8 @@ class CodegenFingerprint(CustomGraphModulePass):
 def register() -> None:
     """Teach Inductor and Dynamo the neuron device (idempotent)."""
     # 1. Kernels: Inductor's C++ (OpenMP + ATen vectorized) scheduling, for neuron tensors.
+    # internal: see runtime/torch_internals.py "CppScheduling"
+    # internal: see runtime/torch_internals.py "WrapperFxCodegen"
     register_backend_for_device(DEVICE, CppScheduling, NeuronWrapperCodegen,
                                 NeuronCppWrapperCodegen, WrapperFxCodegen,
                                 device_custom_pass=CodegenFingerprint())

@@ -1,0 +1,219 @@
+// The boxed fallback: every ATen op without a neuron kernel of its own runs as the CPU kernel
+// on CPU aliases of the neuron memory (see CpuAlias.h). It also enforces what the CUDA backend
+// enforces in its generated wrappers: all tensors of one op on one device.
+#include "aten/Fallback.h"
+
+#include "aten/CpuAlias.h"
+#include "aten/Float64Gate.h"
+#include "aten/IValueTensors.h"
+#include "device/CurrentDevice.h"
+#include "device/NeuronGenerator.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+
+namespace torchneuron {
+namespace {
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// CUDA accepts CPU index tensors in advanced indexing; so do we.
+bool accepts_cpu_tensors(const c10::OperatorName& name) {
+  static constexpr std::string_view kOps[] = {
+      "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"};
+  for (auto op : kOps) {
+    if (name.name == op) return true;
+  }
+  return false;
+}
+
+// Finds the neuron device an op runs on and rejects tensors from other devices, with the
+// message CUDA's wrappers give ("Expected all tensors to be on the same device ...").
+class DeviceCheck {
+ public:
+  explicit DeviceCheck(const c10::OperatorHandle& op)
+      : op_(op), allow_cpu_(accepts_cpu_tensors(op.operator_name())) {}
+
+  void visit(const at::Tensor& t) {
+    if (!t.defined()) return;
+    const c10::Device d = t.device();
+    if (d.type() == c10::DeviceType::PrivateUse1) {
+      if (device_ < 0) {
+        device_ = d.index();
+      } else if (d.index() != device_) {
+        mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), d);
+      }
+    } else if (d.type() == c10::kCPU) {
+      // Zero-dim CPU tensors are scalars, which CUDA kernels accept too.
+      if (t.dim() != 0 && !allow_cpu_) cpu_tensor_ = true;
+    }
+  }
+
+  void visit_device_arg(const c10::Device& d) {
+    if (d.type() == c10::DeviceType::PrivateUse1 && device_arg_ < 0) {
+      device_arg_ = d.has_index() ? d.index() : current_device();
+    }
+  }
+
+  c10::DeviceIndex finish() {
+    const c10::DeviceIndex device = device_ >= 0 ? device_
+                                    : device_arg_ >= 0 ? device_arg_
+                                                       : current_device();
+    if (cpu_tensor_ && device_ >= 0) {
+      mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), c10::Device(c10::kCPU));
+    }
+    check_device(device);
+    return device;
+  }
+
+ private:
+  [[noreturn]] void mismatch(const c10::Device& a, const c10::Device& b) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", a, " and ", b, "! (in ", op_.operator_name(), ")");
+  }
+
+  const c10::OperatorHandle& op_;
+  bool allow_cpu_;
+  c10::DeviceIndex device_ = -1;
+  c10::DeviceIndex device_arg_ = -1;
+  bool cpu_tensor_ = false;
+};
+
+bool is_optional_generator(const c10::Argument& arg) {
+  const auto& type = arg.type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  if (auto opt = type->cast<c10::OptionalType>()) {
+    return opt->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+  return false;
+}
+
+c10::IValue to_cpu_aliases(const c10::IValue& v, AliasSession& session) {
+  return map_tensors(v, [&](const at::Tensor& t) { return is_neuron(t) ? session.to_cpu(t) : t; });
+}
+
+c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session) {
+  return map_tensors(v, [&](const at::Tensor& t) { return session.to_neuron(t); });
+}
+
+}  // namespace
+
+void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
+                     torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const std::size_t num_args = arguments.size();
+  const std::size_t begin = stack->size() - num_args;
+
+  DeviceCheck check(op);
+  bool has_float64 = false;
+  for (std::size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[begin + i];
+    if (v.isDevice()) {
+      check.visit_device_arg(v.toDevice());
+    } else {
+      for_each_tensor(v, [&](const at::Tensor& t) {
+        check.visit(t);
+        // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
+        // the op compute in float64 (type promotion keeps the tensor operands' dtype).
+        has_float64 = has_float64 || (is_neuron(t) && is_float64_family(t.scalar_type()) &&
+                                      !t.unsafeGetTensorImpl()->is_wrapped_number());
+      });
+    }
+  }
+  const c10::DeviceIndex device = check.finish();
+  if (has_float64) check_float64(op.operator_name());
+
+  AliasSession session(device);
+  std::optional<GeneratorBridge> bridge;
+  for (std::size_t i = 0; i < num_args; ++i) {
+    c10::IValue& v = (*stack)[begin + i];
+    if (v.isDevice()) {
+      if (v.toDevice().type() == c10::DeviceType::PrivateUse1) v = c10::Device(c10::kCPU);
+    } else if (v.isGenerator()) {
+      const at::Generator& gen = v.toGenerator();
+      if (is_neuron_generator(gen)) {
+        bridge.emplace(gen);
+        v = bridge->cpu();
+      }
+    } else if (v.isNone() && is_optional_generator(arguments[i])) {
+      // Random ops on neuron draw from the neuron device's generator, never the CPU's.
+      bridge.emplace(default_generator(device));
+      v = bridge->cpu();
+    } else {
+      v = to_cpu_aliases(v, session);
+    }
+  }
+
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } catch (const c10::NotImplementedError& e) {
+    // "Could not run ... with arguments from the 'CPU' backend" means there is no CPU kernel
+    // to run on neuron memory; other NotImplementedErrors (a dtype a kernel lacks) pass as is.
+    if (std::string_view(e.what_without_backtrace()).rfind("Could not run", 0) != 0) throw;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", op.operator_name(),
+                                "' is not implemented for the neuron device (PyTorch has no "
+                                "CPU kernel for it to run on neuron memory).");
+  }
+  if (bridge) {
+    // The generator's offset moves past this op's random values: one per output element.
+    int64_t produced = 0;
+    for (std::size_t i = stack->size() - schema.returns().size(); i < stack->size(); ++i) {
+      for_each_tensor((*stack)[i], [&](const at::Tensor& t) { produced += t.numel(); });
+    }
+    bridge->advance_past(produced);
+  }
+  bridge.reset();
+  session.sync_back();
+
+  const std::size_t num_returns = schema.returns().size();
+  const std::size_t rbegin = stack->size() - num_returns;
+  for (std::size_t i = 0; i < num_returns; ++i) {
+    c10::IValue& v = (*stack)[rbegin + i];
+    v = to_neuron_results(v, session);
+  }
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+}
+
+// Ops with both a CPU kernel and a CompositeExplicitAutograd kernel (native_layer_norm,
+// native_group_norm, addr, ...): for neuron the dispatcher picks the composite decomposition
+// over the fallback, which rounds differently from the CPU's fused kernel (one ulp out of
+// LayerNorm is enough to flip bfloat16 roundings downstream) and runs slower. The same holds
+// for the functional form of every structured op (add.Tensor, mul.Tensor, ...): its
+// CompositeExplicitAutogradNonFunctional kernel allocates the output with a dispatched
+// empty_strided and then runs the out= op, twice the dispatch work of the CPU kernel. Registering the
+// fallback as their neuron kernel runs the CPU kernel, as for every other op. The set is found
+// in the dispatcher (it changes with the PyTorch version); called once, at import, after every
+// static registration; returns the ops it routed.
+std::vector<std::string> route_to_cpu_kernels() {
+  static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                            __FILE__, __LINE__);
+  std::vector<std::string> routed;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          op->hasKernelForDispatchKey(
+              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      continue;
+    }
+    std::string short_name = name.name.substr(6);
+    if (!name.overload_name.empty()) short_name += "." + name.overload_name;
+    lib.impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+    routed.push_back(std::move(short_name));
+  }
+  return routed;
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,33 @@
+// While a CPU kernel runs on behalf of a neuron op, every CPU allocation it makes (outputs and
+// scratch) must come from that neuron device's memory, so that its outputs can be adopted as
+// neuron tensors without a copy. The kernel CPU allocator is installed as the CPU allocator
+// (at import, torchneuron/__init__.py); outside a kernel scope it forwards to the original CPU
+// allocator, so CPU programs are unaffected.
+#pragma once
+
+#include "device/CurrentDevice.h"
+
+#include <c10/core/Allocator.h>
+
+namespace torchneuron {
+
+// For the length of one kernel: CPU allocations draw from `device`'s memory, and `device` is the
+// current neuron device (allocations the kernel makes on neuron land there too).
+class KernelScope {
+ public:
+  explicit KernelScope(c10::DeviceIndex device);
+  ~KernelScope();
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+  CurrentDeviceScope current_;
+};
+
+// The allocator CPU-alias storages are created with, so that an out= kernel that resizes an
+// alias draws the new buffer from neuron memory.
+c10::Allocator* kernel_cpu_allocator();
+void install_kernel_cpu_allocator();
+
+}  // namespace torchneuron

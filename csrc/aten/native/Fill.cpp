@@ -1,0 +1,70 @@
+// Native neuron kernels for fill_ and zero_, behind every torch.zeros / ones / full / *_like and
+// every zero_grad(set_to_none=False). They do what the CPU's kernels do, on neuron memory (host
+// memory on the software NeuronCore): one element is written directly, small dense tensors are
+// memset to zero, everything else runs the CPU implementation of fill_stub on a TensorIterator
+// over the neuron tensor. Through the fallback each cost a CPU alias and a boxed call.
+#include "aten/CpuStubs.h"  // first: before any ATen header
+#include "aten/Fallback.h"
+#include "aten/HostAccess.h"
+
+#include <ATen/Dispatch_v2.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Fill.h>
+#include <c10/util/accumulate.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+namespace torchneuron {
+namespace {
+
+// The CPU's fill for one element (ATen's scalar_fill): the value converted with Scalar::to,
+// which raises on overflow exactly as the TensorIterator kernel does.
+void fill_one(at::Tensor& self, const c10::Scalar& value) {
+  AT_DISPATCH_V2(
+      self.scalar_type(), "fill_neuron",
+      AT_WRAP([&] { *static_cast<scalar_t*>(self.data_ptr()) = value.to<scalar_t>(); }),
+      c10::kComplexHalf, c10::kHalf, c10::kBool, c10::kBFloat16,
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),
+      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+}
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  if (!host_addressable()) {
+    call_through_fallback("aten::fill_", "Scalar", self, value);
+    return self;
+  }
+  if (self.numel() == 1) {
+    fill_one(self, value);
+    return self;
+  }
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)  // filling is idempotent, as on the CPU
+                  .check_all_same_dtype(false)
+                  .add_output(self)
+                  .resize_outputs(false)
+                  .build();
+  at::native::fill_stub(c10::kCPU, iter, value);
+  return self;
+}
+
+at::Tensor& zero(at::Tensor& self) {
+  const int64_t numel = c10::multiply_integers(self.sizes());
+  // The CPU's shortcut for small dense tensors (below the grain size where its fill would run
+  // in parallel): a memset of the bytes the tensor spans.
+  if (host_addressable() && self.is_non_overlapping_and_dense() &&
+      numel < at::internal::GRAIN_SIZE && self.data_ptr() != nullptr) {
+    if (numel > 0) std::memset(self.data_ptr(), 0, numel * self.dtype().itemsize());
+    return self;
+  }
+  return fill_scalar(self, 0);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("zero_", zero);
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,179 @@
+// The few ATen kernels that cannot go through the boxed fallback: they create neuron memory,
+// change a tensor's metadata in place, or move bytes across the host/device boundary.
+#include "aten/CpuStubs.h"  // first: before any ATen header
+#include "aten/HostAccess.h"
+#include "device/CurrentDevice.h"
+#include "device/NeuronAllocator.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <ATen/Dispatch_v2.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/Functions.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Copy.h>
+#include <ATen/ops/_reshape_alias_cpu_dispatch.h>
+#include <ATen/ops/as_strided_cpu_dispatch.h>
+#include <ATen/ops/resize_cpu_dispatch.h>
+#include <ATen/ops/set_cpu_dispatch.h>
+#include <ATen/ops/view_cpu_dispatch.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/library.h>
+
+namespace torchneuron {
+namespace {
+
+const c10::DispatchKeySet kNeuronKeys(c10::DispatchKey::PrivateUse1);
+
+c10::Device resolve_device(std::optional<c10::Device> device) {
+  c10::Device d = device.value_or(c10::Device(c10::DeviceType::PrivateUse1));
+  TORCH_CHECK(d.type() == c10::DeviceType::PrivateUse1, "neuron kernel called for ", d);
+  if (!d.has_index()) d = c10::Device(d.type(), current_device());
+  check_device(d.index());
+  return d;
+}
+
+void check_layout(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided,
+              "neuron supports strided tensors only, got layout ", *layout);
+  TORCH_CHECK(!pin_memory.value_or(false), "only CPU tensors can be pinned; this is a neuron "
+              "tensor");
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_layout(layout, pin_memory);
+  c10::DeviceGuard guard(resolve_device(device));
+  return at::detail::empty_generic(size, &neuron_allocator(), kNeuronKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_layout(layout, pin_memory);
+  c10::DeviceGuard guard(resolve_device(device));
+  return at::detail::empty_strided_generic(size, stride, &neuron_allocator(), kNeuronKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// View kernels only build new metadata over the same storage; the CPU ones are device-blind.
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride, std::optional<c10::SymInt> offset) {
+  return at::cpu::as_strided_symint(self, size, stride, std::move(offset));
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::cpu::view_symint(self, size);
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::cpu::_reshape_alias_symint(self, size, stride);
+}
+
+// Growth goes through the storage's allocator (ours) on the tensor's own device.
+const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(self.device());
+  return at::cpu::resize__symint(self, size, memory_format);
+}
+
+at::Tensor& set_storage(at::Tensor& self, at::Storage source, c10::SymInt offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  TORCH_CHECK(source.device() == self.device(), "Expected a storage on ", self.device(),
+              " to set a tensor on ", self.device(), ", but got a storage on ",
+              source.device());
+  return at::cpu::set__symint(self, std::move(source), std::move(offset), size, stride);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
+  const auto numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {c10::SymInt(numel)}, {});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) return self;
+  return set_storage(self, source.storage(), source.sym_storage_offset(), source.sym_sizes(),
+                     source.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::DeviceGuard guard(self.device());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &neuron_allocator(), true);
+  return set_storage(self, std::move(storage), 0, {0}, {});
+}
+
+// Every byte that crosses between host and device, or between two neuron devices, moves here.
+// Both sides are host memory on the software NeuronCore, so the CPU's copy kernel (dtype
+// conversion, striding, conj/neg bits) runs on them as they are, on the iterator the CPU's
+// copy_ builds (which also rejects internal and partial overlap, as the CPU does).
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // The common case (a whole dense tensor moving as is) is a single memcpy.
+  if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
+      self.is_contiguous() && dst.is_contiguous() && self.is_conj() == dst.is_conj() &&
+      self.is_neg() == dst.is_neg() && !self.storage().is_alias_of(dst.storage())) {
+    rt::memcpy(dst.mutable_data_ptr(), self.const_data_ptr(), self.nbytes());
+    return dst;
+  }
+  TORCH_CHECK(self.layout() == c10::kStrided && dst.layout() == c10::kStrided,
+              "neuron supports strided tensors only, got a copy from ", self.layout(), " to ",
+              dst.layout());
+  require_host_access("a strided or converting copy");
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(self)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .check_all_same_device(false)
+                  .build();
+  if (iter.numel() > 0) at::native::copy_stub(c10::kCPU, iter, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+// `.item()`: the element's bytes come to the host through the seam.
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  c10::Scalar r;
+  AT_DISPATCH_V2(
+      self.scalar_type(), "_local_scalar_dense_neuron",
+      AT_WRAP([&] {
+        scalar_t value;
+        rt::memcpy(&value, self.const_data_ptr<scalar_t>(), sizeof(scalar_t));
+        r = c10::Scalar(value);
+      }),
+      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), c10::kComplexHalf, c10::kHalf, c10::kBool,
+      c10::kBFloat16, AT_EXPAND(AT_FLOAT8_TYPES), AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
+  return r;
+}
+
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  neuron_allocator().recordStream(self.storage().data_ptr(), stream);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", record_stream);
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+}  // namespace torchneuron

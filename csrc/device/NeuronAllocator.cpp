@@ -1,0 +1,330 @@
+#include "device/NeuronAllocator.h"
+
+#include "device/CurrentDevice.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+namespace torchneuron {
+namespace {
+
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr int kMaxDevices = 64;
+
+struct LiveBlock {
+  c10::DeviceIndex device;
+  std::size_t size;
+  std::size_t requested;
+};
+
+struct DeviceCache {
+  // size -> cached free blocks of exactly that size (blocks are never split, so the figures
+  // stay exact: an allocation of N bytes holds round_up(N, kBlockSize) bytes).
+  std::unordered_map<std::size_t, std::vector<void*>> free_blocks;
+  std::size_t cached_bytes = 0;
+  std::size_t cached_count = 0;
+  DeviceStats stats;
+  double fraction = 1.0;
+};
+
+// One lock for the whole allocator: a block's device must be found from its pointer alone
+// (raw deleters get nothing else), and the critical sections are a few hash operations.
+std::mutex g_mutex;
+std::unordered_map<void*, LiveBlock> g_live;
+DeviceCache g_devices[kMaxDevices];
+
+std::size_t round_size(std::size_t nbytes) {
+  const std::size_t b = NeuronCachingAllocator::kBlockSize;
+  return (nbytes + b - 1) / b * b;
+}
+
+// Applies `fn` to the aggregate stat and to the pool (small/large) the size belongs to.
+template <typename Fn>
+void for_pools(std::size_t size, Fn fn) {
+  fn(static_cast<std::size_t>(StatType::AGGREGATE));
+  fn(static_cast<std::size_t>(
+      size <= NeuronCachingAllocator::kSmallBlockLimit ? StatType::SMALL_POOL
+                                                       : StatType::LARGE_POOL));
+}
+
+// Every per-pool statistic of a device (the counters that reset_* apply to).
+template <typename Fn>
+void for_each_stat(DeviceStats& s, Fn fn) {
+  for (std::size_t i = 0; i < s.allocation.size(); ++i) {
+    for (auto* stat : {&s.allocation[i], &s.segment[i], &s.active[i], &s.inactive_split[i],
+                       &s.allocated_bytes[i], &s.reserved_bytes[i], &s.active_bytes[i],
+                       &s.inactive_split_bytes[i], &s.requested_bytes[i]}) {
+      fn(*stat);
+    }
+  }
+}
+
+std::string format_bytes(std::size_t bytes) {
+  std::ostringstream os;
+  os.precision(2);
+  os << std::fixed;
+  if (bytes >= (std::size_t(1) << 30)) {
+    os << static_cast<double>(bytes) / (1 << 30) << " GiB";
+  } else if (bytes >= (std::size_t(1) << 20)) {
+    os << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  } else {
+    os << bytes << " bytes";
+  }
+  return os.str();
+}
+
+// Returns every cached block of `device` to the runtime. Caller holds g_mutex.
+void release_cache_locked(c10::DeviceIndex device) {
+  DeviceCache& dc = g_devices[device];
+  for (auto& [size, blocks] : dc.free_blocks) {
+    for (void* p : blocks) {
+      rt::hbm_free(device, p, size);
+      for_pools(size, [&](std::size_t i) {
+        dc.stats.reserved_bytes[i].decrease(size);
+        dc.stats.segment[i].decrease(1);
+      });
+      dc.stats.num_device_free++;
+    }
+  }
+  dc.free_blocks.clear();
+  dc.cached_bytes = 0;
+  dc.cached_count = 0;
+}
+
+[[noreturn]] void raise_oom(
+    c10::DeviceIndex device, std::size_t size, const std::string& reason) {
+  DeviceCache& dc = g_devices[device];
+  const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
+  const std::size_t capacity = rt::hbm_capacity(device);
+  const std::size_t in_use = rt::hbm_in_use(device);
+  const std::size_t allocated = dc.stats.allocated_bytes[agg].current;
+  const std::size_t reserved = dc.stats.reserved_bytes[agg].current;
+  dc.stats.num_ooms++;
+  std::ostringstream msg;
+  msg << "neuron out of memory. Tried to allocate " << format_bytes(size) << ". neuron:"
+      << int(device) << " has a total capacity of " << format_bytes(capacity) << " of which "
+      << format_bytes(capacity - in_use) << " is free. " << reason
+      << "Of the allocated memory " << format_bytes(allocated)
+      << " is allocated by PyTorch, and " << format_bytes(reserved - allocated)
+      << " is reserved by PyTorch but unallocated.";
+  TORCH_CHECK_WITH(OutOfMemoryError, false, msg.str());
+}
+
+// Takes a block of `size` bytes for `device`: a cached one if there is one, else fresh device
+// memory, emptying the cache once before giving up. Caller holds g_mutex.
+void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
+  DeviceCache& dc = g_devices[device];
+  auto it = dc.free_blocks.find(size);
+  if (it != dc.free_blocks.end() && !it->second.empty()) {
+    void* p = it->second.back();
+    it->second.pop_back();
+    dc.cached_bytes -= size;
+    dc.cached_count--;
+    return p;
+  }
+  const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
+  if (dc.fraction < 1.0) {
+    const auto limit = static_cast<std::size_t>(dc.fraction * rt::hbm_capacity(device));
+    if (dc.stats.reserved_bytes[agg].current + size > limit && dc.cached_count > 0) {
+      dc.stats.num_alloc_retries++;
+      release_cache_locked(device);
+    }
+    if (dc.stats.reserved_bytes[agg].current + size > limit) {
+      std::ostringstream reason;
+      reason << "This process is limited to " << format_bytes(limit)
+             << " by set_per_process_memory_fraction(" << dc.fraction << "). ";
+      raise_oom(device, size, reason.str());
+    }
+  }
+  void* p = rt::hbm_malloc(device, size);
+  if (p == nullptr && dc.cached_count > 0) {
+    dc.stats.num_alloc_retries++;
+    release_cache_locked(device);
+    p = rt::hbm_malloc(device, size);
+  }
+  if (p == nullptr) raise_oom(device, size, "");
+  for_pools(size, [&](std::size_t i) {
+    dc.stats.reserved_bytes[i].increase(size);
+    dc.stats.segment[i].increase(1);
+  });
+  dc.stats.num_device_alloc++;
+  return p;
+}
+
+}  // namespace
+
+// On the current device: a neuron op's kernel runs with its device current (see
+// csrc/aten/KernelScope.h), so its allocations land there.
+c10::DataPtr NeuronCachingAllocator::allocate(std::size_t nbytes) {
+  const c10::DeviceIndex device = current_device();
+  return allocate_on(device, nbytes, c10::Device(c10::DeviceType::PrivateUse1, device));
+}
+
+c10::DataPtr NeuronCachingAllocator::allocate_on(
+    c10::DeviceIndex device, std::size_t nbytes, c10::Device label) {
+  check_device(device);
+  if (nbytes == 0) return c10::DataPtr(nullptr, label);
+  const std::size_t size = round_size(nbytes);
+  void* p;
+  std::size_t allocated_total, reserved_total;
+  {
+    // A lock guard, so that an OOM (or any other throw) leaves the allocator unlocked.
+    std::lock_guard<std::mutex> lock(g_mutex);
+    p = take_block_locked(device, size);
+    DeviceCache& dc = g_devices[device];
+    g_live.emplace(p, LiveBlock{device, size, nbytes});
+    for_pools(size, [&](std::size_t i) {
+      dc.stats.allocation[i].increase(1);
+      dc.stats.allocated_bytes[i].increase(size);
+      dc.stats.active[i].increase(1);
+      dc.stats.active_bytes[i].increase(size);
+      dc.stats.requested_bytes[i].increase(nbytes);
+    });
+    allocated_total = dc.stats.allocated_bytes[0].current;
+    reserved_total = dc.stats.reserved_bytes[0].current;
+  }
+  const c10::Device neuron_device(c10::DeviceType::PrivateUse1, device);
+  if (c10::memoryProfilingEnabled()) {
+    c10::reportMemoryUsageToProfiler(
+        p, static_cast<int64_t>(size), allocated_total, reserved_total, neuron_device);
+  }
+  return c10::DataPtr(p, p, &NeuronCachingAllocator::free_block, label);
+}
+
+void NeuronCachingAllocator::free_block(void* ptr) {
+  if (ptr == nullptr) return;
+  c10::DeviceIndex device;
+  std::size_t size, allocated_total, reserved_total;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_live.find(ptr);
+    TORCH_INTERNAL_ASSERT(it != g_live.end(), "neuron: freeing memory the allocator does not own");
+    device = it->second.device;
+    size = it->second.size;
+    const std::size_t requested = it->second.requested;
+    g_live.erase(it);
+    DeviceCache& dc = g_devices[device];
+    for_pools(size, [&](std::size_t i) {
+      dc.stats.allocation[i].decrease(1);
+      dc.stats.allocated_bytes[i].decrease(size);
+      dc.stats.active[i].decrease(1);
+      dc.stats.active_bytes[i].decrease(size);
+      dc.stats.requested_bytes[i].decrease(requested);
+    });
+    dc.free_blocks[size].push_back(ptr);
+    dc.cached_bytes += size;
+    dc.cached_count++;
+    allocated_total = dc.stats.allocated_bytes[0].current;
+    reserved_total = dc.stats.reserved_bytes[0].current;
+  }
+  if (c10::memoryProfilingEnabled()) {
+    c10::reportMemoryUsageToProfiler(
+        ptr, -static_cast<int64_t>(size), allocated_total, reserved_total,
+        c10::Device(c10::DeviceType::PrivateUse1, device));
+  }
+}
+
+c10::DeleterFnPtr NeuronCachingAllocator::raw_deleter() const { return &free_block; }
+
+void NeuronCachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  rt::memcpy(dest, src, count);
+}
+
+void NeuronCachingAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (int d = 0; d < rt::device_count(); ++d) release_cache_locked(d);
+}
+
+// Kernels complete before the issuing call returns (see NeuronRuntime.h), so a block is never
+// in flight on another stream when it is freed: there is nothing to defer.
+void NeuronCachingAllocator::recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) {}
+
+c10::CachingDeviceAllocator::DeviceStats NeuronCachingAllocator::getDeviceStats(
+    c10::DeviceIndex device) {
+  check_device(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_devices[device].stats;
+}
+
+void NeuronCachingAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
+  check_device(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceStats& s = g_devices[device].stats;
+  for_each_stat(s, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
+  s.num_alloc_retries = 0;
+  s.num_ooms = 0;
+  s.num_device_alloc = 0;
+  s.num_device_free = 0;
+  s.oversize_allocations.reset_accumulated();
+  s.oversize_segments.reset_accumulated();
+}
+
+void NeuronCachingAllocator::resetPeakStats(c10::DeviceIndex device) {
+  check_device(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceStats& s = g_devices[device].stats;
+  for_each_stat(s, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
+  s.oversize_allocations.reset_peak();
+  s.oversize_segments.reset_peak();
+}
+
+std::pair<std::size_t, std::size_t> NeuronCachingAllocator::getMemoryInfo(
+    c10::DeviceIndex device) {
+  check_device(device);
+  const std::size_t total = rt::hbm_capacity(device);
+  return {total - rt::hbm_in_use(device), total};
+}
+
+void NeuronCachingAllocator::set_memory_fraction(double fraction, c10::DeviceIndex device) {
+  check_device(device);
+  TORCH_CHECK_VALUE(
+      fraction >= 0.0 && fraction <= 1.0, "neuron: invalid memory fraction ", fraction,
+      ", it must be in [0, 1]");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_devices[device].fraction = fraction;
+}
+
+double NeuronCachingAllocator::memory_fraction(c10::DeviceIndex device) {
+  check_device(device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_devices[device].fraction;
+}
+
+c10::DeviceIndex NeuronCachingAllocator::device_of(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(const_cast<void*>(ptr));
+  return it == g_live.end() ? -1 : it->second.device;
+}
+
+std::vector<SegmentRecord> NeuronCachingAllocator::snapshot() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<SegmentRecord> out;
+  for (const auto& [p, b] : g_live) {
+    out.push_back({b.device, reinterpret_cast<std::size_t>(p), b.size, b.requested, true});
+  }
+  for (int d = 0; d < rt::device_count(); ++d) {
+    for (const auto& [size, blocks] : g_devices[d].free_blocks) {
+      for (void* p : blocks) {
+        out.push_back({static_cast<c10::DeviceIndex>(d), reinterpret_cast<std::size_t>(p), size,
+                       0, false});
+      }
+    }
+  }
+  return out;
+}
+
+NeuronCachingAllocator& neuron_allocator() {
+  static NeuronCachingAllocator instance;
+  return instance;
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &neuron_allocator());
+
+}  // namespace torchneuron

@@ -1,0 +1,91 @@
+// torchneuron._C: the Python face of the core, bindings only. Python configures the runtime once
+// (profile + environment, see torchneuron/runtime/config.py), calls the registration steps in
+// torchneuron/__init__.py's order, and reads the allocator's figures here.
+#include "aten/CpuAlias.h"
+#include "aten/Fallback.h"
+#include "aten/HostAccess.h"
+#include "aten/KernelScope.h"
+#include "compile/CompileAllocation.h"
+#include "device/CurrentDevice.h"
+#include "device/NeuronAllocator.h"
+#include "device/NeuronGenerator.h"
+#include "device/NeuronHooks.h"
+#include "ops/Autocast.h"
+#include "ops/DtypePolicy.h"
+#include "runtime/NeuronRuntime.h"
+
+#include <torch/csrc/utils/pybind.h>
+#include <torch/extension.h>
+
+namespace {
+
+namespace tn = torchneuron;
+
+py::list memory_snapshot() {
+  py::list out;
+  for (const auto& s : tn::neuron_allocator().snapshot()) {
+    py::dict d;
+    d["device"] = s.device;
+    d["address"] = s.address;
+    d["size"] = s.size;
+    d["requested_size"] = s.requested;
+    d["allocated"] = s.allocated;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torchneuron core: allocator, device guard, hooks, kernels and fallback";
+
+  // Registration steps, each called once from torchneuron/__init__.py, in its order.
+  m.def("_configure", &tn::rt::configure);
+  m.def("_register_hooks", &tn::register_hooks);
+  m.def("_install_kernel_cpu_allocator", &tn::install_kernel_cpu_allocator);
+  m.def("_route_to_cpu_kernels", &tn::route_to_cpu_kernels);
+
+  m.def("_is_configured", &tn::rt::configured);
+  m.def("_device_count", &tn::rt::device_count);
+  m.def("_hbm_capacity", &tn::rt::hbm_capacity);
+  m.def("_get_device", [] { return static_cast<int>(tn::current_device()); });
+  m.def("_set_device", [](int64_t d) {
+    tn::check_device(d);
+    tn::set_current_device(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_check_device", [](int64_t d) { tn::check_device(d); });
+  m.def("_synchronize", [](int d) {
+    tn::check_device(static_cast<c10::DeviceIndex>(d));
+    tn::rt::synchronize(d);
+  });
+
+  m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); });
+  m.def("_mem_get_info", [](int d) {
+    return tn::neuron_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_set_memory_fraction", [](double fraction, int d) {
+    tn::neuron_allocator().set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_get_memory_fraction", [](int d) {
+    return tn::neuron_allocator().memory_fraction(static_cast<c10::DeviceIndex>(d));
+  });
+  m.def("_memory_snapshot", &memory_snapshot);
+  m.def("_block_size", [] { return tn::NeuronCachingAllocator::kBlockSize; });
+
+  m.def("_set_float64_policy", [](int policy, const std::vector<std::string>& exempt) {
+    tn::set_float64_policy(static_cast<tn::Float64Policy>(policy), exempt);
+  });
+
+  m.def("_cpu_alias", &tn::cpu_alias_keeping_storage);
+  m.def("_host_addressable", &tn::host_addressable);
+  m.def("_require_host_access", [](const std::string& what) { tn::require_host_access(what.c_str()); });
+  m.def("_override_host_addressable_for_testing", &tn::override_host_addressable_for_testing);
+  // A bare CPython function, not pybind11's: its call overhead is what torch.compile pays.
+  m.add_object("_empty_strided", py::reinterpret_steal<py::object>(tn::empty_strided_function()));
+  m.def("_autocast_op_lists", &tn::autocast_op_lists);
+
+  m.def("_default_generator", [](int d) {
+    return tn::default_generator(static_cast<c10::DeviceIndex>(d));
+  });
+}
