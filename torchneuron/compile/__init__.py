@@ -36,6 +36,7 @@ def install_inductor_hooks(device_module: ModuleType) -> None:
             return previous(name)
         raise AttributeError(f"module {device_module.__name__!r} has no attribute {name!r}")
 
+    # internal: see runtime/torch_internals.py "init_backend_registration"
     device_module.__getattr__ = __getattr__
 
 

@@ -11,6 +11,8 @@ import warnings
 from typing import Any, Callable, Sequence
 
 import torch
+# internal: see runtime/torch_internals.py "config options and modes"
+# internal: see runtime/torch_internals.py "compile_fx.compile_fx"
 from torch._inductor import config as inductor_config
 from torch._inductor import list_mode_options
 from torch._inductor.compile_fx import compile_fx

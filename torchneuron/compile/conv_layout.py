@@ -14,6 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+# internal: see runtime/torch_internals.py "fake_impls.op_implementations_dict"
+# internal: see runtime/torch_internals.py "torch._subclasses.FakeTensor"
+# internal: see runtime/torch_internals.py "_pytree.tree_map"
 from torch._subclasses import fake_impls
 from torch.utils._pytree import tree_map
 

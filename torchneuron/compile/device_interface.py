@@ -11,6 +11,7 @@ from torch._dynamo.device_interface import DeviceInterface, caching_worker_curre
     caching_worker_device_properties
 
 
+# internal: see runtime/torch_internals.py "device_interface.DeviceInterface"
 class NeuronInterface(DeviceInterface):
     device = torch.neuron.device  # type: ignore[assignment]
     Event = torch.neuron.Event  # type: ignore[assignment]

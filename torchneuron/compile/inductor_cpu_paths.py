@@ -97,6 +97,7 @@ def install(device_type: str) -> None:
         if device is None:
             from torch._inductor.virtualized import V
 
+            # internal: see runtime/torch_internals.py "V.graph.get_current_device_or_throw"
             device = V.graph.get_current_device_or_throw().type
         if device == device_type:
             return config.cpu_backend
@@ -123,17 +124,27 @@ def install(device_type: str) -> None:
             return lowering.make_pointwise(lambda x, y: ops.truediv(x, y))(a, b)
         return _original_div_prim(a, b)
 
+    # internal: see runtime/torch_internals.py "BaseSchedulerNode.is_cpu"
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
     # Both are called by their module-global names inside ir.py and lowering.py.
+    # internal: see runtime/torch_internals.py "ir.is_cpu"
     ir.is_cpu = ir_is_cpu
+    # internal: see runtime/torch_internals.py "lowering.use_two_step_variance"
     lowering.use_two_step_variance = use_two_step_variance
     # Registered as prims.div's lowering (as upstream does) and called by name in lowering.py.
+    # internal: see runtime/torch_internals.py "lowering.div_prim"
+    # internal: see runtime/torch_internals.py "lowering.register_lowering"
     lowering.div_prim = lowering.register_lowering([prims.div], broadcast=True)(div_prim)
     # Read by decide_layout_opt only; the oneDNN fusion passes keep their own CPU/XPU list.
+    # internal: see runtime/torch_internals.py "graph.SUPPORTED_MKLDNN_DEVICES"
     if device_type not in graph.SUPPORTED_MKLDNN_DEVICES:
         graph.SUPPORTED_MKLDNN_DEVICES = (*graph.SUPPORTED_MKLDNN_DEVICES, device_type)
+    # internal: see runtime/torch_internals.py "kernel.conv.ir"
+    # internal: see runtime/torch_internals.py "ir.get_device_type"
     conv.ir = _IrAsTheConvolutionLoweringSees(device_type)
     # Modules that imported these functions by name hold their own reference: re-point each one.
+    # internal: see runtime/torch_internals.py "utils.get_current_backend"
+    # internal: see runtime/torch_internals.py "utils.use_scatter_fallback"
     for name, module in list(sys.modules.items()):
         if not name.startswith("torch._inductor"):
             continue

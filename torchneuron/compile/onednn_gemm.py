@@ -43,11 +43,13 @@ def enabled() -> bool:
     return setting() == "onednn"
 
 
+# internal: see runtime/torch_internals.py "V.graph.sizevars"
 def _hint(expr) -> int:
     # A kernel choice, not a semantic one, so a hint without a guard is enough (dynamic shapes).
     return V.graph.sizevars.optimization_hint(expr, fallback=0)
 
 
+# internal: see runtime/torch_internals.py "ir.get_device_type"
 def takes_onednn(device_type: str, mat1, mat2) -> bool:
     """Whether `mat1 @ mat2` (Inductor IR nodes) in a graph being lowered goes to oneDNN."""
     if not enabled():
@@ -68,6 +70,8 @@ def _is_one(value) -> bool:
 def install(device_type: str) -> None:
     """Lower `aten.mm` and `aten.addmm` on `device_type` to oneDNN where it is the faster kernel;
     everything else (other devices, dtypes, small or thin shapes) keeps Inductor's lowering."""
+    # internal: see runtime/torch_internals.py "lowering.lowerings"
+    # internal: see runtime/torch_internals.py "_linear_pointwise.default"
     original_mm = lowering.lowerings[aten.mm.default]
     original_addmm = lowering.lowerings[aten.addmm.default]
     linear = lowering.fallback_handler(torch.ops.mkldnn._linear_pointwise.default,
@@ -94,6 +98,7 @@ def install(device_type: str) -> None:
             return onednn_linear(mat1, mat2, inp)
         return original_addmm(inp, mat1, mat2, alpha=alpha, beta=beta, layout=layout)
 
+    # internal: see runtime/torch_internals.py "lowering.register_lowering"
     for packet, original, replacement in ((aten.mm, original_mm, mm),
                                           (aten.addmm, original_addmm, addmm)):
         # Named one by one: given the packet, register_lowering skips overloads it already has.

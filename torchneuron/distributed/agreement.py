@@ -20,6 +20,7 @@ from . import agreement_channel
 
 # Which tensors of each op must look the same on every rank (argument positions; the op's
 # schema is in torch/csrc/distributed/c10d/Ops.cpp). alltoall_base_ has its own rule.
+# internal: see runtime/torch_internals.py "torch.ops.c10d.<op>.default._schema"
 AGREEING_ARGS = {
     "allreduce_": 0, "allreduce_coalesced_": 0, "broadcast_": 0, "reduce_": 0,
     "allgather_": 1, "_allgather_base_": 1, "allgather_coalesced_": 1,

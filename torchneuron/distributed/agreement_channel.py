@@ -122,6 +122,7 @@ class Channel:
             sock.close()
 
 
+# internal: see runtime/torch_internals.py "ProcessGroupGloo private collectives"
 def _all_gather(backend, mine: bytes, world: int) -> bytes:
     """Every rank's bytes (all of one length), in rank order, over the group's gloo backend."""
     gathered = torch.empty(world * len(mine), dtype=torch.uint8)
@@ -211,6 +212,7 @@ def channel_for(group: dist.ProcessGroup) -> Channel | GlooExchange:
         return _channels[name]
     except KeyError:
         pass
+    # internal: see runtime/torch_internals.py "ProcessGroup private backend table"
     channel = _connect(group, group._get_backend(_CPU))
     with _lock:
         _channels[name] = channel

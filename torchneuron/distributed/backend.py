@@ -30,6 +30,7 @@ def register() -> None:
     """Registers the backend and its kernels; safe to call more than once."""
     agreement.enabled = config.current().dist_check
     collectives.register_kernels()
+    # internal: see runtime/torch_internals.py "Backend._plugins"
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True,

@@ -104,6 +104,7 @@ def _check_device(op_name: str, group: dist.ProcessGroup, aliases: _Aliases) -> 
             "torch.neuron.set_device(local_rank) and put the tensors on it.")
 
 
+# internal: see runtime/torch_internals.py "ProcessGroup private backend table"
 def _ensure_cpu_backend(group: dist.ProcessGroup) -> None:
     """A group made for neuron alone (init_process_group() with no backend named) has no CPU
     entry, but the CPU aliases dispatch to the CPU one: give it the same gloo backend. Its default
@@ -116,6 +117,7 @@ def _ensure_cpu_backend(group: dist.ProcessGroup) -> None:
             group._register_backend(_CPU, dist.ProcessGroup.BackendType.GLOO, backend)
 
 
+# internal: see runtime/torch_internals.py "torch.ops.c10d.<op>.default._schema"
 def _async_op_index(op) -> int | None:
     names = [a.name for a in op._schema.arguments]
     return names.index("async_op") if "async_op" in names else None

@@ -10,6 +10,8 @@ import datetime
 
 import torch
 import torch.distributed as dist
+# internal: see runtime/torch_internals.py "_distributed_c10d option classes"
+# internal: see runtime/torch_internals.py "torch.ops.c10d.<op>.default._schema"
 from torch._C._distributed_c10d import (AllgatherOptions, AllreduceOptions, BroadcastOptions,
                                         ReduceScatterOptions)
 
@@ -35,6 +37,7 @@ _REDUCE_OPS = {int(code): dist.ReduceOp(code) for code in dist.ReduceOp.RedOpTyp
 _CPU = torch.device("cpu")
 
 
+# internal: see runtime/torch_internals.py "c10d::ReduceOp::supplement_ / PreMulSumSupplement"
 def _set_reduce_op(opts, reduce_op) -> float | None:
     """Puts the call's reduce op into opts. NCCL's PREMUL_SUM(f), which gloo lacks (FSDP2 uses it
     for a gradient divide factor other than the group size), becomes SUM: the factor is returned
@@ -47,6 +50,8 @@ def _set_reduce_op(opts, reduce_op) -> float | None:
     return None
 
 
+# internal: see runtime/torch_internals.py "ProcessGroup private backend table"
+# internal: see runtime/torch_internals.py "ProcessGroupGloo private collectives"
 def _cpu_backend(group: dist.ProcessGroup):
     return group._get_backend(_CPU)
 

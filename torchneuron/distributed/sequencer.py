@@ -55,6 +55,8 @@ class Sequencer:
         """Called during a backward pass: at its end (as DDP finalizes its buckets), wait until
         everything deferred here has reached gloo, so that collectives the program makes after
         the backward pass, on CPU tensors too, reach gloo after them on every rank."""
+        # internal: see runtime/torch_internals.py "torch._C._current_graph_task_id"
+        # internal: see runtime/torch_internals.py "_execution_engine.queue_callback"
         task = torch._C._current_graph_task_id()
         if task != -1 and self._drain_queued_for != task:
             self._drain_queued_for = task
@@ -123,6 +125,7 @@ def defers(op_name: str, group: dist.ProcessGroup) -> bool:
     pass. The group's check channel is made first, on the caller's thread (setting it up takes
     gloo collectives, which must not run beside the caller's; nothing of the group waits here
     yet, since only checked collectives do, and each needs the channel)."""
+    # internal: see runtime/torch_internals.py "torch._C._current_graph_task_id"
     if torch._C._current_graph_task_id() == -1 or not agreement.will_check(op_name, group):
         return False
     agreement_channel.channel_for(group)

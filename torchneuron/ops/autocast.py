@@ -37,10 +37,12 @@ def _grad_scaler_inverts_its_scale_as_on_cpu() -> None:
     unscale_ = GradScaler.unscale_
 
     def unscale_neuron_(self, optimizer):
+        # internal: see runtime/torch_internals.py "GradScaler._device"
         if self._device != "neuron" or dtype_policy.get() == "allow":
             return unscale_(self, optimizer)
         with dtype_policy.float64_policy("allow"):
             return unscale_(self, optimizer)
 
     unscale_neuron_.__doc__ = unscale_.__doc__
+    # internal: see runtime/torch_internals.py "GradScaler.unscale_"
     GradScaler.unscale_ = unscale_neuron_

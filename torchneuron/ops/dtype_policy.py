@@ -50,6 +50,7 @@ def _format_neuron_tensors_from_a_host_copy() -> None:
     def _tensor_str(self, indent):
         return format_data(self.cpu() if self.device.type == "neuron" else self, indent)
 
+    # internal: see runtime/torch_internals.py "torch._tensor_str._tensor_str"
     tensor_str._tensor_str = _tensor_str
 
 

@@ -15,6 +15,7 @@ _CPU = torch.device("cpu")
 
 def apply() -> None:
     """Gives neuron the CPU's automatic accumulation dtype and chunking defaults."""
+    # internal: see runtime/torch_internals.py "_AUTO_DEFAULTS"
     defaults = _options._AUTO_DEFAULTS
     for dtype in (torch.float16, torch.bfloat16):
         defaults.setdefault(("neuron", dtype), defaults[("cpu", dtype)])
@@ -29,4 +30,5 @@ def apply() -> None:
         return resolve(dtype, device)
 
     resolve_auto_acc_dtype._neuron_as_cpu = True  # type: ignore[attr-defined]
+    # internal: see runtime/torch_internals.py "LinearCrossEntropyOptions._resolve_auto_acc_dtype"
     cls._resolve_auto_acc_dtype = staticmethod(resolve_auto_acc_dtype)

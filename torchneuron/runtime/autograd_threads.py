@@ -15,4 +15,5 @@ import torch
 
 
 def run_backward_on_calling_thread() -> None:
+    # internal: see runtime/torch_internals.py "torch._C._set_multithreading_enabled"
     torch._C._set_multithreading_enabled(False)

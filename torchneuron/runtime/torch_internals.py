@@ -1,0 +1,1161 @@
+"""Every PyTorch internal torchneuron patches, re-points or relies on beyond the public API, in
+one list (`ENTRIES`), each with the PyTorch version it was checked on and a check that fails,
+naming the internal, when a new PyTorch changes it (tests/runtime/test_torch_internals.py runs
+them all; `verify_all()` does the same from a program).
+
+Kinds:
+  patched      torchneuron replaces or extends a PyTorch function or table for neuron
+  re-pointed   a module attribute PyTorch looks up by name is pointed at torchneuron's function
+  relied on    a private name, a semi-private protocol or a behaviour torchneuron reads, calls,
+               subclasses or assumes
+  C++ symbol   a non-public ATen/c10/c10d symbol or header declaration csrc/ binds to
+
+`used_in` names repository paths for Python and bare file names for C++ (csrc/ is reorganized
+by layer; a name is found wherever it lives). A use in the code points back here with a comment
+`# internal: see runtime/torch_internals.py "<name>"`.
+
+Checks are cheap and deterministic: most read PyTorch's own source or headers (which also makes
+them immune to torchneuron's patches, which are live in the checking process) and import heavy
+modules (Inductor, Dynamo) only when they run. This module imports nothing of torchneuron's.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import functools
+import importlib
+import inspect
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+CHECKED_ON = "2.13.0"
+KINDS = ("patched", "re-pointed", "relied on", "C++ symbol")
+
+
+class InternalChanged(RuntimeError):
+    """A PyTorch internal torchneuron depends on is no longer what it was checked to be."""
+
+
+class Mismatch(Exception):
+    """What a check found different (raised inside checks; `Internal.verify` names the entry)."""
+
+
+@dataclass(frozen=True)
+class Internal:
+    name: str  # dotted path, or a short description where there is none
+    kind: str  # one of KINDS
+    used_in: tuple[str, ...]  # "torchneuron/..." paths, or C++ file names
+    why: str
+    check: Callable[[], None]  # raises when the internal no longer holds
+    covers: tuple[str, ...] = ()  # other dotted paths, C++ names or source markers it covers
+    symbols: tuple[str, ...] = ()  # mangled C++ symbols torchneuron._C binds to
+    checked_on: str = CHECKED_ON
+
+    def verify(self) -> None:
+        """Runs the check; raises InternalChanged naming this internal and both versions."""
+        try:
+            self.check()
+        except Exception as e:  # noqa: BLE001 - any failure means the internal changed
+            raise InternalChanged(
+                f"PyTorch internal {self.name!r} ({self.kind}, used in {', '.join(self.used_in)}) "
+                f"no longer holds on torch {torch.__version__} (checked on {self.checked_on}): "
+                f"{type(e).__name__}: {e}. Why torchneuron needs it: {self.why}") from e
+
+
+# --------------------------------------------------------------------------- check builders
+# Each returns a zero-argument check. Runtime checks resolve live objects; source checks read
+# PyTorch's file for a module without relying on what is patched in this process.
+
+
+def _all(*checks: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        for check in checks:
+            check()
+    return run
+
+
+def resolve(path: str) -> Any:
+    """The object at a dotted path, importing the longest module prefix that is a module."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:i])
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name is not None and module_name.startswith(e.name):
+                continue  # not a module: an attribute of a shorter prefix
+            raise
+        break
+    else:
+        raise Mismatch(f"no module {parts[0]!r}")
+    for j in range(i, len(parts)):
+        if not hasattr(obj, parts[j]):
+            raise Mismatch(f"{'.'.join(parts[:j])} has no attribute {parts[j]!r}")
+        obj = getattr(obj, parts[j])
+    return obj
+
+
+def _leading_params(obj: Any) -> tuple[str, ...]:
+    return tuple(inspect.signature(obj).parameters)
+
+
+def exists(path: str, *, params: tuple[str, ...] | None = None, keywords: tuple[str, ...] = (),
+           members: tuple[str, ...] = (), of_type: type | None = None) -> Callable[[], None]:
+    """`path` resolves; its signature starts with `params` and accepts `keywords`; it has
+    `members`; it is an instance of `of_type`."""
+    def check() -> None:
+        obj = resolve(path)
+        if params is not None or keywords:
+            names = _leading_params(obj)
+            if params is not None and names[:len(params)] != params:
+                raise Mismatch(f"{path} takes {names}, expected it to start with {params}")
+            missing = [k for k in keywords if k not in names]
+            if missing:
+                raise Mismatch(f"{path} takes {names}, without {missing}")
+        missing = [m for m in members if not hasattr(obj, m)]
+        if missing:
+            raise Mismatch(f"{path} has no {', '.join(missing)}")
+        if of_type is not None and not isinstance(obj, of_type):
+            raise Mismatch(f"{path} is a {type(obj).__name__}, expected a {of_type.__name__}")
+    return check
+
+
+def _module_file(module: str) -> Path:
+    """The source file of a torch module, found without importing it or its packages."""
+    parts = module.split(".")
+    if parts[0] != "torch":
+        raise Mismatch(f"{module} is not a torch module")
+    base = _torch_root().joinpath(*parts[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    raise Mismatch(f"torch has no module {module} any more")
+
+
+@functools.cache
+def _source_text(module: str) -> str:
+    return _module_file(module).read_text(encoding="utf-8")
+
+
+@functools.cache
+def _source_tree(module: str) -> ast.Module:
+    return ast.parse(_source_text(module))
+
+
+def _definition(module: str, qualname: str) -> ast.AST:
+    node = _source_tree(module)
+    for part in qualname.split("."):
+        found = [n for n in getattr(node, "body", ())
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 and n.name == part]
+        if not found:
+            raise Mismatch(f"{module} no longer defines {qualname}")
+        node = found[-1]
+    return node
+
+
+def defines(module: str, qualname: str, params: tuple[str, ...] | None = None,
+            decorator: str | None = None) -> Callable[[], None]:
+    """PyTorch's source of `module` defines `qualname` (a function, method or class); a
+    function's parameters are exactly `params`; it carries `decorator` (source text)."""
+    def check() -> None:
+        node = _definition(module, qualname)
+        if params is not None:
+            a = node.args
+            names = tuple(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs))
+            if names != params:
+                raise Mismatch(f"{module}.{qualname} takes {names}, expected {params}")
+        if decorator is not None:
+            found = [ast.unparse(d) for d in node.decorator_list]
+            if decorator not in found:
+                raise Mismatch(f"{module}.{qualname} is decorated {found}, expected {decorator}")
+    return check
+
+
+def contains(module: str, qualname: str | None, *snippets: str) -> Callable[[], None]:
+    """The source of `qualname` in `module` (the whole module for None) contains `snippets`."""
+    def check() -> None:
+        text = _source_text(module)
+        if qualname is not None:
+            text = ast.get_source_segment(text, _definition(module, qualname)) or ""
+        where = f"{module}.{qualname}" if qualname else module
+        missing = [s for s in snippets if s not in text]
+        if missing:
+            raise Mismatch(f"{where} no longer contains {missing}")
+    return check
+
+
+def loads_global(module: str, name: str, within: str | None = None) -> Callable[[], None]:
+    """Code in `module` (in `within`, when given) reads `name` as a bare name at call time, so
+    rebinding the module attribute `name` reaches it."""
+    def check() -> None:
+        node = _definition(module, within) if within else _source_tree(module)
+        scopes = [node] if within else [n for n in ast.walk(node)
+                                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for scope in scopes:
+            for n in ast.walk(scope):
+                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+                    return
+        raise Mismatch(f"no code in {module}{'.' + within if within else ''} reads {name} "
+                       "by name any more")
+    return check
+
+
+_FROM_IMPORT = re.compile(r"^\s*from\s+\S+\s+import\s+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+
+
+@functools.cache
+def _modules_binding(package: str, name: str) -> tuple[str, ...]:
+    root = _module_file(package).parent
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if name in text and any(word.search(m.group(1)) for m in _FROM_IMPORT.finditer(text)):
+            relative = path.relative_to(root).with_suffix("")
+            found.append(".".join((package, *relative.parts)))
+    return tuple(found)
+
+
+def no_keyword_call(package: str, name: str, keyword: str) -> Callable[[], None]:
+    """No module of `package` calls `name(keyword=...)`: a replacement may name that
+    parameter differently."""
+    call = re.compile(rf"\b{re.escape(name)}\(\s*{re.escape(keyword)}\s*=")
+
+    def check() -> None:
+        root = _module_file(package).parent
+        found = [str(path.relative_to(root)) for path in sorted(root.rglob("*.py"))
+                 if call.search(path.read_text(encoding="utf-8", errors="replace"))]
+        if found:
+            raise Mismatch(f"{', '.join(found)} call {name}({keyword}=...)")
+    return check
+
+
+def binds_by_name(package: str, name: str, expected: tuple[str, ...]) -> Callable[[], None]:
+    """The modules of `package` that bind `name` with `from ... import name` are exactly
+    `expected`: each holds its own reference, which a re-point must rebind one by one."""
+    def check() -> None:
+        found = _modules_binding(package, name)
+        if sorted(found) != sorted(expected):
+            raise Mismatch(f"modules of {package} that import {name} by name: {sorted(found)}, "
+                           f"expected {sorted(expected)}")
+    return check
+
+
+def _torch_root() -> Path:
+    return Path(torch.__file__).parent
+
+
+def header(relative_path: str, *snippets: str) -> Callable[[], None]:
+    """The installed header torch/include/<relative_path> declares each of `snippets`."""
+    def check() -> None:
+        path = _torch_root() / "include" / relative_path
+        if not path.is_file():
+            raise Mismatch(f"torch no longer ships the header {relative_path}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        missing = [s for s in snippets if s not in text]
+        if missing:
+            raise Mismatch(f"{relative_path} no longer declares {missing}")
+    return check
+
+
+_LIBRARIES = ("libc10.so", "libtorch_cpu.so", "libtorch_python.so")
+
+
+@functools.cache
+def _library(name: str) -> ctypes.CDLL | None:
+    path = _torch_root() / "lib" / name
+    return ctypes.CDLL(str(path)) if path.is_file() else None
+
+
+def exported(symbol: str) -> bool:
+    """Whether one of torch's shared libraries exports the (mangled) symbol."""
+    for name in _LIBRARIES:
+        lib = _library(name)
+        if lib is None:
+            continue
+        try:
+            lib[symbol]
+            return True
+        except AttributeError:
+            continue
+    return False
+
+
+def exports(*symbols: str) -> Callable[[], None]:
+    def check() -> None:
+        missing = [s for s in symbols if not exported(s)]
+        if missing:
+            raise Mismatch(f"torch's libraries no longer export {missing}")
+    return check
+
+
+def _cpp(name: str, used_in: tuple[str, ...], why: str, *checks: Callable[[], None],
+         symbols: tuple[str, ...] = (), covers: tuple[str, ...] = ()) -> Internal:
+    return Internal(name, "C++ symbol", used_in, why, _all(exports(*symbols), *checks),
+                    covers=covers, symbols=symbols)
+
+
+# --------------------------------------------------------------------------- behaviour checks
+
+
+def _multithreading_switch_is_thread_local() -> None:
+    get, set_ = torch._C._is_multithreading_enabled, torch._C._set_multithreading_enabled
+    before = get()
+    seen: list[bool] = []
+
+    def other_thread() -> None:
+        set_(not before)
+        seen.append(get())
+        set_(before)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    if seen != [not before] or get() != before:
+        raise Mismatch("torch._C._set_multithreading_enabled is no longer thread-local")
+
+
+def _neuron_backward_runs_on_calling_thread() -> None:
+    x = torch.ones(2, device="neuron", requires_grad=True)
+    threads: list[int] = []
+    y = x * 2
+    y.register_hook(lambda g: threads.append(threading.get_ident()))
+    before = torch._C._is_multithreading_enabled()
+    torch._C._set_multithreading_enabled(False)
+    try:
+        y.sum().backward()
+    finally:
+        torch._C._set_multithreading_enabled(before)
+    if threads != [threading.get_ident()]:
+        raise Mismatch("with autograd multithreading off, neuron backward work ran on another "
+                       "thread")
+
+
+def _no_graph_task_outside_backward() -> None:
+    if torch._C._current_graph_task_id() != -1:
+        raise Mismatch("torch._C._current_graph_task_id() is not -1 outside a backward pass")
+    seen: list[int] = []
+    y = torch.ones(1, requires_grad=True) * 1
+    y.register_hook(lambda g: seen.append(torch._C._current_graph_task_id()))
+    y.sum().backward()
+    if seen == [-1]:
+        raise Mismatch("torch._C._current_graph_task_id() is -1 inside a backward pass")
+
+
+def _missing_kernel_says_could_not_run() -> None:
+    try:
+        torch.ops.aten._thnn_fused_lstm_cell(torch.zeros(1, 4), torch.zeros(1, 4),
+                                             torch.zeros(1, 1))
+    except NotImplementedError as e:
+        if not str(e).startswith("Could not run"):
+            raise Mismatch(f"a missing CPU kernel now reads {str(e)[:80]!r}") from None
+        return
+    raise Mismatch("aten::_thnn_fused_lstm_cell now has a CPU kernel")
+
+
+def _conj_view_copies_to_host() -> None:
+    x = torch.tensor([1 + 2j, 3 - 4j], device="neuron")
+    got = x.conj().cpu()
+    if not torch.equal(got, torch.tensor([1 - 2j, 3 + 4j])):
+        raise Mismatch(f"a conjugate view copied to the host reads {got}")
+
+
+def _fake_tensors_know_their_device() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        t = torch.empty(1)
+    if not isinstance(t, torch._subclasses.FakeTensor) or t.fake_device.type != "cpu":
+        raise Mismatch("a torch._subclasses.FakeTensor no longer carries its fake_device")
+
+
+def _fake_conv_rules_are_in_the_table() -> None:
+    from torch._subclasses import fake_impls
+
+    table = fake_impls.op_implementations_dict
+    aten = torch.ops.aten
+    for op in (aten.convolution.default, aten._convolution.default,
+               aten._convolution.deprecated, aten.convolution_backward.default):
+        if not callable(table.get(op)):
+            raise Mismatch(f"fake_impls.op_implementations_dict has no rule for {op}")
+
+
+def _tensor_base_of_a_view() -> None:
+    base = torch.ones(3)
+    if base[1:]._base is not base:
+        raise Mismatch("Tensor._base of a view is not its base")
+
+
+def _auto_defaults_have_cpu_entries() -> None:
+    from torch.nn.modules import linear_cross_entropy_options as options
+
+    for dtype in (torch.float16, torch.bfloat16):
+        if ("cpu", dtype) not in options._AUTO_DEFAULTS:
+            raise Mismatch(f"_AUTO_DEFAULTS has no ('cpu', {dtype}) entry")
+
+
+def _config_has_dropped_options() -> None:
+    known = resolve("torch._inductor.config.get_config_copy")()
+    missing = {"triton.cudagraphs", "cpp_wrapper"} - set(known)
+    if missing:
+        raise Mismatch(f"Inductor's config has no {sorted(missing)}")
+
+
+def _lowerings_have_matmuls() -> None:
+    table = resolve("torch._inductor.lowering.lowerings")
+    aten = torch.ops.aten
+    missing = [op for op in (aten.mm.default, aten.addmm.default, aten.permute)
+               if op not in table]
+    if missing:
+        raise Mismatch(f"Inductor's lowerings lack {missing}")
+
+
+def _linear_pointwise_arguments() -> None:
+    op = resolve("torch.ops.mkldnn._linear_pointwise.default")
+    got = tuple(a.name for a in op._schema.arguments)
+    if got != ("X", "W", "B", "attr", "scalars", "algorithm"):
+        raise Mismatch(f"mkldnn::_linear_pointwise takes {got}")
+
+
+# The c10d ops whose PrivateUse1 kernels torchneuron replaces (distributed/collectives.py), with
+# their arguments as checked: the kernels find the group, the tensors each rank must agree on
+# (agreement.py), async_op and timeout (direct_calls.py) by position.
+C10D_SCHEMAS = {
+    "allreduce_": ("tensors", "process_group", "reduce_op", "sparse_indices", "async_op",
+                   "timeout"),
+    "allreduce_coalesced_": ("tensors", "process_group", "reduce_op", "async_op", "timeout"),
+    "broadcast_": ("tensors", "process_group", "root_rank", "root_tensor", "async_op", "timeout"),
+    "reduce_": ("tensors", "process_group", "reduce_op", "root_rank", "root_tensor", "async_op",
+                "timeout"),
+    "allgather_": ("output_tensors", "input_tensors", "process_group", "async_op", "timeout"),
+    "_allgather_base_": ("output_tensor", "input_tensor", "process_group", "async_op", "timeout"),
+    "allgather_coalesced_": ("output_lists", "input_list", "process_group", "async_op"),
+    "allgather_into_tensor_coalesced_": ("outputs", "inputs", "process_group", "async_op"),
+    "reduce_scatter_": ("output_tensors", "input_tensors", "process_group", "reduce_op",
+                        "async_op", "timeout"),
+    "_reduce_scatter_base_": ("output_tensor", "input_tensor", "process_group", "reduce_op",
+                              "async_op", "timeout"),
+    "reduce_scatter_tensor_coalesced_": ("outputs", "inputs", "process_group", "reduce_op",
+                                         "async_op", "timeout"),
+    "alltoall_": ("output_tensors", "input_tensors", "process_group", "async_op", "timeout"),
+    "alltoall_base_": ("output", "input", "process_group", "output_split_sizes",
+                       "input_split_sizes", "async_op", "timeout"),
+    "gather_": ("output_tensors", "input_tensors", "process_group", "root_rank", "async_op",
+                "timeout"),
+    "scatter_": ("output_tensors", "input_tensors", "process_group", "root_rank", "async_op",
+                 "timeout"),
+    "send": ("tensors", "process_group", "dst", "tag"),
+    "recv_": ("tensors", "process_group", "src", "tag"),
+    "recv_any_source_": ("tensors", "process_group", "tag"),
+    "barrier": ("tensor", "process_group", "device_ids", "async_op", "timeout"),
+}
+
+
+def _c10d_schemas_as_checked() -> None:
+    import torch.distributed  # noqa: F401  (registers the c10d ops)
+
+    for op_name, expected in C10D_SCHEMAS.items():
+        if not hasattr(torch.ops.c10d, op_name):
+            raise Mismatch(f"there is no c10d::{op_name} any more")
+        got = tuple(a.name for a in getattr(torch.ops.c10d, op_name).default._schema.arguments)
+        if got != expected:
+            raise Mismatch(f"c10d::{op_name} takes {got}, expected {expected}")
+
+
+def _c10d_options_fields() -> None:
+    from torch._C import _distributed_c10d as c10d
+
+    fields = {"AllreduceOptions": ("reduceOp", "timeout", "asyncOp"),
+              "BroadcastOptions": ("rootRank", "rootTensor", "timeout", "asyncOp"),
+              "AllgatherOptions": ("timeout", "asyncOp"),
+              "ReduceScatterOptions": ("reduceOp", "timeout", "asyncOp")}
+    for cls_name, names in fields.items():
+        opts = getattr(c10d, cls_name)()
+        missing = [n for n in names if not hasattr(opts, n)]
+        if missing:
+            raise Mismatch(f"{cls_name} has no {missing}")
+
+
+def _premul_sum_is_a_reduce_op() -> None:
+    import torch.distributed as dist
+
+    op = dist._make_nccl_premul_sum(2.0)
+    if op.op != dist.ReduceOp.RedOpType.PREMUL_SUM:
+        raise Mismatch("_make_nccl_premul_sum no longer makes a PREMUL_SUM ReduceOp")
+
+
+def _thnn_fused_cells_exist() -> None:
+    for name in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"):
+        if not hasattr(torch.ops.aten, name):
+            raise Mismatch(f"aten::{name} no longer exists")
+
+
+# Mangled names of the non-public symbols torchneuron._C binds to, by group.
+_STUB_CALL_PATH = ("_ZN2at6native16DispatchStubImpl12get_call_ptrEN3c1010DeviceTypeEPvS4_S4_",)
+
+
+def _stub_members(declared_type: str) -> tuple[str, ...]:
+    return tuple(f"_ZN2at6native12DispatchStubI{declared_type}EE{member}E"
+                 for member in ("4AVX2", "6AVX512", "7DEFAULT"))
+
+
+_ADD_STUB = "PFvRNS_18TensorIteratorBaseERKN3c106ScalarEENS0_30add_stub_DECLARE_DISPATCH_type"
+_MUL_STUB = "PFvRNS_18TensorIteratorBaseEENS0_30mul_stub_DECLARE_DISPATCH_type"
+_DIV_STUB = "PFvRNS_18TensorIteratorBaseEENS0_35div_true_stub_DECLARE_DISPATCH_type"
+_FILL_STUB = "PFvRNS_14TensorIteratorERKN3c106ScalarEENS0_31fill_stub_DECLARE_DISPATCH_type"
+_COPY_STUB = "PFvRNS_14TensorIteratorEbENS0_31copy_stub_DECLARE_DISPATCH_type"
+
+# The c10d::Work virtuals NeuronWork and DeferredWork inherit or call (their vtables).
+_WORK_VIRTUALS = (
+    "_ZN4c10d4Work11isCompletedEv", "_ZN4c10d4Work11synchronizeEv",
+    "_ZN4c10d4Work15getFutureResultEv", "_ZN4c10d4Work18blockCurrentStreamEv",
+    "_ZN4c10d4Work4waitENSt6chrono8durationIlSt5ratioILl1ELl1000EEEE", "_ZN4c10d4Work5abortEv",
+    "_ZNK4c10d4Work10sourceRankEv", "_ZNK4c10d4Work11getDurationEv",
+    "_ZNK4c10d4Work14retrieveOpTypeEv", "_ZNK4c10d4Work17getSequencenumberEv",
+    "_ZNK4c10d4Work9exceptionEv", "_ZNK4c10d4Work9isSuccessEv")
+
+# --------------------------------------------------------------------------- the list
+
+_IND = "torch._inductor"
+_INDUCTOR_CPU_PATHS = "torchneuron/compile/inductor_cpu_paths.py"
+_INDUCTOR_PY = "torchneuron/compile/inductor.py"
+_ONEDNN = "torchneuron/compile/onednn_gemm.py"
+_COLLECTIVES = "torchneuron/distributed/collectives.py"
+_DIRECT = "torchneuron/distributed/direct_calls.py"
+_CHANNEL = "torchneuron/distributed/agreement_channel.py"
+_COMPAT_CASES = "torchneuron/compat/ops/cases.py"
+# The static constructor Inductor calls on every wrapper codegen class.
+_WRAPPER_CREATE = ("is_subgraph", "subgraph_name", "parent_wrapper", "partition_signatures")
+
+ENTRIES: tuple[Internal, ...] = (
+    # ---- registration (torchneuron/__init__.py, runtime/, device/)
+    Internal(
+        "torch._register_device_module", "relied on", ("torchneuron/__init__.py",),
+        "exposes the device module as torch.neuron; PyTorch's documented PrivateUse1 route, "
+        "private by name",
+        exists("torch._register_device_module", params=("device_type", "module"))),
+    Internal(
+        "torch._C._set_multithreading_enabled", "relied on",
+        ("torchneuron/runtime/autograd_threads.py",),
+        "the autograd engine hands every non-CPU device's backward work to a per-device thread "
+        "unless this thread-local switch is off; off, neuron backward runs on the calling "
+        "thread and saves ~100 us per backward()",
+        _all(exists("torch._C._set_multithreading_enabled"),
+             exists("torch._C._is_multithreading_enabled"),
+             _multithreading_switch_is_thread_local, _neuron_backward_runs_on_calling_thread)),
+    Internal(
+        "torch.utils.checkpoint reads torch.neuron._initialized", "relied on",
+        ("torchneuron/device",),
+        "checkpoint saves and restores the device RNG around a recomputation only when the "
+        "device module's _initialized is true (dropout masks in backward)",
+        contains("torch.utils.checkpoint", None, 'getattr(device_module, "_initialized", False)'),
+        covers=("torch.neuron._initialized",)),
+    Internal(
+        "torch.random.manual_seed reads torch.neuron._is_in_bad_fork", "relied on",
+        ("torchneuron/device",),
+        "torch.manual_seed seeds the PrivateUse1 device only when its module has "
+        "_is_in_bad_fork and manual_seed_all",
+        contains("torch.random", None, '_bad_fork_name = "_is_in_bad_fork"',
+                 '_seed_all_name = "manual_seed_all"'),
+        covers=("torch.neuron._is_in_bad_fork",)),
+
+    # ---- ops
+    Internal(
+        "torch._tensor_str._tensor_str", "patched", ("torchneuron/ops/dtype_policy.py",),
+        "print(neuron tensor) formats a host copy: PyTorch lays it out with float64 arithmetic "
+        "on the tensor itself, which the float64 policy refuses",
+        _all(defines("torch._tensor_str", "_tensor_str", params=("self", "indent")),
+             loads_global("torch._tensor_str", "_tensor_str", within="_str_intern"))),
+    Internal(
+        "torch.amp.GradScaler.unscale_", "patched", ("torchneuron/ops/autocast.py",),
+        "unscale_ computes 1/scale in float64 (sparing only MPS); a neuron scaler runs it "
+        "under the float64 policy 'allow'",
+        _all(defines("torch.amp.grad_scaler", "GradScaler.unscale_", params=("self", "optimizer")),
+             exists("torch.amp.GradScaler", members=("unscale_",)))),
+    Internal(
+        "torch.amp.GradScaler._device", "relied on", ("torchneuron/ops/autocast.py",),
+        "the patched unscale_ tells a neuron scaler from others by its _device string",
+        contains("torch.amp.grad_scaler", "GradScaler.__init__", "self._device = device"),
+        covers=("._device",)),
+    Internal(
+        "torch.nn.modules.linear_cross_entropy_options._AUTO_DEFAULTS", "patched",
+        ("torchneuron/ops/linear_cross_entropy.py",),
+        "F.linear_cross_entropy's chunked path picks accumulation and chunking per "
+        "(device type, dtype); neuron gets the CPU's entries",
+        _all(_auto_defaults_have_cpu_entries,
+             contains("torch.nn.modules.linear_cross_entropy_options",
+                      "LinearCrossEntropyOptions._adjust", "_AUTO_DEFAULTS.get("))),
+    Internal(
+        "torch.nn.modules.linear_cross_entropy_options.LinearCrossEntropyOptions."
+        "_resolve_auto_acc_dtype", "patched", ("torchneuron/ops/linear_cross_entropy.py",),
+        "answers float32 accumulation for float16/bfloat16 on the CPU and None on devices it "
+        "does not know; neuron is answered as the CPU",
+        _all(defines("torch.nn.modules.linear_cross_entropy_options",
+                     "LinearCrossEntropyOptions._resolve_auto_acc_dtype",
+                     params=("dtype", "device"), decorator="staticmethod"),
+             contains("torch.nn.modules.linear_cross_entropy_options", None,
+                      "self._resolve_auto_acc_dtype(dtype, device)"))),
+
+    # ---- compile: registration with Inductor and Dynamo
+    Internal(
+        "torch._inductor.codegen.common.init_backend_registration", "relied on",
+        ("torchneuron/compile/__init__.py",),
+        "Inductor looks up Scheduling/PythonWrapperCodegen/CppWrapperCodegen/WrapperFxCodegen "
+        "on the PrivateUse1 device module (via _get_custom_mod_func, which turns an "
+        "AttributeError into a RuntimeError Inductor ignores): the moment torchneuron "
+        "registers neuron with Inductor",
+        _all(contains(f"{_IND}.codegen.common", "init_backend_registration",
+                      '_get_custom_mod_func("Scheduling")',
+                      '_get_custom_mod_func("PythonWrapperCodegen")',
+                      '_get_custom_mod_func("CppWrapperCodegen")',
+                      '_get_custom_mod_func("WrapperFxCodegen")', "except RuntimeError"),
+             contains("torch.utils.backend_registration", "_get_custom_mod_func",
+                      "getattr(custom_device_mod, func_name, None)", "raise RuntimeError"))),
+    Internal(
+        f"{_IND}.codegen.common.register_backend_for_device", "relied on", (_INDUCTOR_PY,),
+        "registers the C++ scheduling and neuron's wrapper codegens, and the custom pass whose "
+        "uuid keys Inductor's cache (FxGraphHashDetails reads custom_backend_passes)",
+        _all(exists(f"{_IND}.codegen.common.register_backend_for_device",
+                    params=("device", "device_scheduling", "device_wrapper_codegen",
+                            "device_cpp_wrapper_codegen", "device_fx_wrapper_codegen",
+                            "device_custom_pass")),
+             contains(f"{_IND}.codecache", None, "custom_backend_passes"))),
+    Internal(
+        f"{_IND}.codegen.common.register_device_op_overrides", "relied on", (_INDUCTOR_PY,),
+        "the device housekeeping lines of the generated wrapper",
+        exists(f"{_IND}.codegen.common.register_device_op_overrides",
+               params=("device", "device_op_overrides"))),
+    Internal(
+        "torch._dynamo.device_interface.register_interface_for_device", "relied on",
+        (_INDUCTOR_PY,),
+        "the device interface Dynamo and Inductor query for neuron",
+        exists("torch._dynamo.device_interface.register_interface_for_device",
+               params=("device", "device_interface"))),
+    Internal(
+        f"{_IND}.codegen.cpp.CppScheduling", "relied on", (_INDUCTOR_PY,),
+        "neuron kernels are Inductor's C++ kernels, generated by the CPU's scheduling",
+        exists(f"{_IND}.codegen.cpp.CppScheduling", of_type=type)),
+    Internal(
+        f"{_IND}.codegen.wrapper.PythonWrapperCodegen", "relied on", (_INDUCTOR_PY,),
+        "subclassed: neuron's wrapper overrides make_allocation, write_header, create and the "
+        "private _generate_kernel_call_helper, and calls codegen_python_shape_tuple, "
+        "wrap_kernel_call, writeline and imports",
+        _all(exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen.make_allocation",
+                    params=("self", "name", "device", "dtype", "shape", "stride",
+                            "allocation_shape", "is_pinned")),
+             exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen._generate_kernel_call_helper",
+                    params=("self", "kernel_name", "call_args"), keywords=("device", "triton")),
+             exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen.create",
+                    params=_WRAPPER_CREATE),
+             exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen",
+                    members=("write_header", "codegen_python_shape_tuple", "wrap_kernel_call",
+                             "writeline")),
+             contains(f"{_IND}.codegen.wrapper", "PythonWrapperCodegen.__init__",
+                      "self.imports = ")),
+        covers=("._generate_kernel_call_helper",)),
+    Internal(
+        f"{_IND}.codegen.wrapper.SubgraphPythonWrapperCodegen", "relied on", (_INDUCTOR_PY,),
+        "subclassed for the bodies of cond/while_loop/invoke_subgraph",
+        exists(f"{_IND}.codegen.wrapper.SubgraphPythonWrapperCodegen.__init__",
+               params=("self", "subgraph_name", "parent_wrapper", "partition_signatures"))),
+    Internal(
+        f"{_IND}.codegen.wrapper_fxir.WrapperFxCodegen", "relied on", (_INDUCTOR_PY,),
+        "the FX wrapper codegen neuron registers unchanged",
+        exists(f"{_IND}.codegen.wrapper_fxir.WrapperFxCodegen", of_type=type)),
+    Internal(
+        f"{_IND}.codegen.cpp_wrapper_cpu.CppWrapperCpu", "relied on", (_INDUCTOR_PY,),
+        "subclassed so that cpp_wrapper=True on neuron raises by name in create()",
+        exists(f"{_IND}.codegen.cpp_wrapper_cpu.CppWrapperCpu.create", params=_WRAPPER_CREATE)),
+    Internal(
+        f"{_IND}.codegen.cpu_device_op_overrides.CpuDeviceOpOverrides", "relied on",
+        (_INDUCTOR_PY,),
+        "subclassed: set_device, synchronize and device_guard write neuron's lines",
+        _all(exists(f"{_IND}.codegen.cpu_device_op_overrides.CpuDeviceOpOverrides.set_device",
+                    params=("self", "device_idx")),
+             exists(f"{_IND}.codegen.cpu_device_op_overrides.CpuDeviceOpOverrides.synchronize",
+                    params=("self",)),
+             exists(f"{_IND}.codegen.cpu_device_op_overrides.CpuDeviceOpOverrides.device_guard",
+                    params=("self", "device_idx")))),
+    Internal(
+        f"{_IND}.custom_graph_pass.CustomGraphModulePass", "relied on", (_INDUCTOR_PY,),
+        "neuron's CodegenFingerprint is a pass whose uuid() adds the torchneuron sources, "
+        "the matmul setting and the thread count to Inductor's cache key",
+        _all(exists(f"{_IND}.custom_graph_pass.CustomGraphModulePass",
+                    members=("uuid", "__call__")),
+             exists(f"{_IND}.custom_graph_pass.get_hash_for_files", params=("paths", "extra"))),
+        covers=(f"{_IND}.custom_graph_pass.get_hash_for_files",)),
+    Internal(
+        f"{_IND}.utils.parallel_num_threads", "relied on", (_INDUCTOR_PY,),
+        "the thread count Inductor specializes C++ kernels on, keyed for neuron graphs too",
+        _all(exists(f"{_IND}.utils.parallel_num_threads", params=()),
+             exists(f"{_IND}.config.cpp.dynamic_threads")),
+        covers=(f"{_IND}.config.cpp.dynamic_threads",)),
+    Internal(
+        f"{_IND}.config.test_configs.track_memory_lifecycle", "relied on", (_INDUCTOR_PY,),
+        "neuron's fast allocation line steps aside when Inductor tracks buffer lifecycles",
+        exists(f"{_IND}.config.test_configs.track_memory_lifecycle")),
+    Internal(
+        f"{_IND}.virtualized.V.graph.get_current_device_or_throw", "relied on",
+        (_INDUCTOR_PY, _INDUCTOR_CPU_PATHS),
+        "the device of the graph being lowered, where a call does not pass one",
+        exists(f"{_IND}.graph.GraphLowering.get_current_device_or_throw", params=("self",))),
+    Internal(
+        "torch._dynamo.device_interface.DeviceInterface", "relied on",
+        ("torchneuron/compile/device_interface.py",),
+        "subclassed: NeuronInterface overrides its methods (the private _set_stream_by_id "
+        "included) and fills the compile workers' caches the way Inductor's own interfaces do",
+        _all(exists("torch._dynamo.device_interface.DeviceInterface",
+                    members=("Worker", "current_device", "set_device", "exchange_device",
+                             "maybe_exchange_device", "device_count", "is_available",
+                             "stream", "current_stream", "set_stream", "_set_stream_by_id",
+                             "get_raw_stream", "synchronize", "get_compute_capability",
+                             "is_bf16_supported", "memory_allocated", "is_triton_capable")),
+             exists("torch._dynamo.device_interface.DeviceInterface._set_stream_by_id",
+                    params=("stream_id", "device_index", "device_type")),
+             exists("torch._dynamo.device_interface.caching_worker_current_devices",
+                    of_type=dict),
+             exists("torch._dynamo.device_interface.caching_worker_device_properties",
+                    of_type=dict)),
+        covers=("torch._dynamo.device_interface.caching_worker_current_devices",
+                "torch._dynamo.device_interface.caching_worker_device_properties")),
+    Internal(
+        f"{_IND}.config options and modes", "relied on", ("torchneuron/compile/backend.py",),
+        "backend='neuron' validates options against Inductor's config, expands modes with "
+        "list_mode_options() and drops triton.cudagraphs and cpp_wrapper by name",
+        _all(exists(f"{_IND}.list_mode_options"), _config_has_dropped_options),
+        covers=(f"{_IND}.config.get_config_copy", f"{_IND}.list_mode_options")),
+    Internal(
+        f"{_IND}.compile_fx.compile_fx", "relied on", ("torchneuron/compile/backend.py",),
+        "backend='neuron' is Inductor's compile_fx with neuron's config patches",
+        exists(f"{_IND}.compile_fx.compile_fx", params=("model_", "example_inputs_"),
+               keywords=("config_patches",))),
+
+    # ---- compile: Inductor's "cpu" tests, re-pointed for neuron (inductor_cpu_paths.py)
+    Internal(
+        f"{_IND}.scheduler.BaseSchedulerNode.is_cpu", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "true for neuron nodes too: the scheduler then skips loop reordering the C++ kernel "
+        "generator does not support",
+        _all(defines(f"{_IND}.scheduler", "BaseSchedulerNode.is_cpu", params=("self",)),
+             defines(f"{_IND}.scheduler", "BaseSchedulerNode.get_device"))),
+    Internal(
+        f"{_IND}.utils.get_current_backend", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "answers config.cpu_backend ('cpp') for neuron instead of the GPU's backend; rebound in "
+        "every Inductor module that imported it by name, so that list must stay known (the "
+        "replacement names its parameter `device`, so no caller may pass device_type=)",
+        _all(defines(f"{_IND}.utils", "get_current_backend", params=("device_type",)),
+             no_keyword_call(_IND, "get_current_backend", "device_type"),
+             binds_by_name(_IND, "get_current_backend",
+                           (f"{_IND}.codegen.common", f"{_IND}.kernel.mm_common",
+                            f"{_IND}.scheduler")),
+             exists(f"{_IND}.config.cpu_backend", of_type=str)),
+        covers=("setattr(module, attr)", f"{_IND}.config.cpu_backend",
+                f"{_IND}.codegen.common", f"{_IND}.kernel.mm_common")),
+    Internal(
+        f"{_IND}.utils.use_scatter_fallback", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "neuron scatter-adds take the CPU's rule (ATen's kernel with more than one thread); "
+        "rebound in the modules that imported it by name",
+        _all(defines(f"{_IND}.utils", "use_scatter_fallback",
+                     params=("op_overload", "reduction_type", "self_dtype", "src_dtype",
+                             "src_device_type", "src_is_tensor")),
+             binds_by_name(_IND, "use_scatter_fallback",
+                           (f"{_IND}.decomposition", f"{_IND}.lowering"))),
+        covers=("setattr(module, attr)",)),
+    Internal(
+        f"{_IND}.ir.is_cpu", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "the C++ backend's thresholds for materializing intermediates apply to neuron",
+        _all(defines(f"{_IND}.ir", "is_cpu", params=("x",)),
+             loads_global(f"{_IND}.ir", "is_cpu"))),
+    Internal(
+        f"{_IND}.lowering.use_two_step_variance", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "LayerNorm/var_mean statistics in two vectorized passes on neuron, as on the CPU",
+        _all(defines(f"{_IND}.lowering", "use_two_step_variance",
+                     params=("x", "axis", "keepdim", "input_dtype")),
+             loads_global(f"{_IND}.lowering", "use_two_step_variance"),
+             exists(f"{_IND}.config.cpp.use_two_step_variance_threshold", of_type=int),
+             defines(f"{_IND}.lowering", "_validate_reduction_axis", params=("x", "axis")),
+             exists(f"{_IND}.utils.sympy_product", params=("it",))),
+        covers=(f"{_IND}.config.cpp.use_two_step_variance_threshold",
+                f"{_IND}.lowering._validate_reduction_axis", f"{_IND}.utils.sympy_product")),
+    Internal(
+        f"{_IND}.lowering.div_prim", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "a division by a constant stays a division on neuron, as on the CPU (other devices "
+        "multiply by the reciprocal); re-registered as prims.div's lowering and rebound where "
+        "lowering.py calls it by name; the original is reached through __wrapped__",
+        _all(defines(f"{_IND}.lowering", "div_prim", params=("a", "b"),
+                     decorator="register_lowering([prims.div], broadcast=True)"),
+             loads_global(f"{_IND}.lowering", "div_prim", within="div"),
+             exists(f"{_IND}.lowering.div_prim.__wrapped__"),
+             exists(f"{_IND}.lowering.get_constant_value", params=("x",)),
+             exists(f"{_IND}.lowering.make_pointwise", params=("fn",)),
+             exists(f"{_IND}.virtualized.ops", members=("truediv",))),
+        covers=(f"{_IND}.lowering.get_constant_value", f"{_IND}.lowering.make_pointwise",
+                f"{_IND}.virtualized.ops")),
+    Internal(
+        f"{_IND}.lowering.register_lowering", "relied on", (_INDUCTOR_CPU_PATHS, _ONEDNN),
+        "how torchneuron installs its lowerings (prims.div; aten.mm/addmm on neuron)",
+        exists(f"{_IND}.lowering.register_lowering",
+               params=("aten_fn", "broadcast", "type_promotion_kind"))),
+    Internal(
+        f"{_IND}.graph.SUPPORTED_MKLDNN_DEVICES", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "with neuron in it, decide_layout_opt plans channels-last activations for neuron "
+        "convolutions (oneDNN's kernel), as for the CPU's",
+        _all(exists(f"{_IND}.graph.SUPPORTED_MKLDNN_DEVICES", of_type=tuple),
+             loads_global(f"{_IND}.graph", "SUPPORTED_MKLDNN_DEVICES",
+                          within="GraphLowering.decide_layout_opt"))),
+    Internal(
+        f"{_IND}.kernel.conv.ir", "re-pointed", (_INDUCTOR_CPU_PATHS,),
+        "conv.py's device test is ir.get_device_type on its module reference `ir`; a proxy "
+        "answers 'cpu' for neuron there, so the bias stays inside the oneDNN convolution",
+        contains(f"{_IND}.kernel.conv", None, "from .. import config, ir", "ir.get_device_type("),
+        covers=(f"{_IND}.kernel.conv", f"{_IND}.ir.?")),
+    Internal(
+        f"{_IND}.ir.get_device_type", "relied on", (_INDUCTOR_CPU_PATHS, _ONEDNN),
+        "the device type of an IR node: how torchneuron's re-pointed tests and the matmul "
+        "lowering recognize neuron",
+        exists(f"{_IND}.ir.get_device_type", params=("x",))),
+
+    # ---- compile: matmuls on oneDNN (onednn_gemm.py)
+    Internal(
+        f"{_IND}.lowering.lowerings", "patched", (_ONEDNN,),
+        "aten.mm/addmm lowerings are wrapped so that large float32 neuron matmuls lower to "
+        "oneDNN's linear; the wrapped ones are looked up in this table",
+        _all(exists(f"{_IND}.lowering.lowerings", of_type=dict), _lowerings_have_matmuls,
+             exists(f"{_IND}.lowering.fallback_handler",
+                    params=("kernel", "add_to_fallback_set"))),
+        covers=(f"{_IND}.lowering.fallback_handler",)),
+    Internal(
+        "torch.ops.mkldnn._linear_pointwise.default", "relied on", (_ONEDNN,),
+        "oneDNN's inner product, called as linear(X, W, B, attr, scalars, algorithm)",
+        _linear_pointwise_arguments),
+    Internal(
+        f"{_IND}.virtualized.V.graph.sizevars", "relied on", (_ONEDNN,),
+        "size hints and static equality decide whether a matmul goes to oneDNN",
+        _all(exists(f"{_IND}.sizevars.SizeVarAllocator.optimization_hint",
+                    params=("self", "expr"), keywords=("fallback",)),
+             exists(f"{_IND}.sizevars.SizeVarAllocator.statically_known_equals",
+                    params=("self", "left", "right")))),
+
+    # ---- compile: tracing predicts the CPU's convolution layout (conv_layout.py)
+    Internal(
+        "torch._subclasses.fake_impls.op_implementations_dict", "patched",
+        ("torchneuron/compile/conv_layout.py",),
+        "the fake-tensor convolution rules are wrapped so a traced neuron convolution answers "
+        "in the CPU's layout (the PrivateUse1 'Overrideable' path always says contiguous)",
+        _all(_fake_conv_rules_are_in_the_table,
+             contains("torch._subclasses.fake_impls", "dispatch_to_op_implementations_dict",
+                      "op_implementations_dict[func](fake_mode, func, *args, **kwargs)")),
+        covers=("torch._subclasses.fake_impls", "torch.ops.aten._convolution.default",
+                "torch.ops.aten._convolution.deprecated")),
+    Internal(
+        "torch._subclasses.FakeTensor", "relied on", ("torchneuron/compile/conv_layout.py",),
+        "neuron fake tensors are told apart by fake_device",
+        _fake_tensors_know_their_device),
+    Internal(
+        "torch.utils._pytree.tree_map", "relied on", ("torchneuron/compile/conv_layout.py",),
+        "maps a convolution's arguments between neuron and CPU fake tensors",
+        exists("torch.utils._pytree.tree_map", params=("func", "tree"))),
+
+    # ---- distributed
+    Internal(
+        "torch.distributed.Backend._plugins", "relied on", ("torchneuron/distributed/backend.py",),
+        "register() is idempotent by looking up its own registration there",
+        exists("torch.distributed.Backend._plugins", of_type=dict)),
+    Internal(
+        "torch.distributed.ProcessGroup private backend table",
+        "relied on", (_COLLECTIVES, _DIRECT, _CHANNEL),
+        "_get_backend, _register_backend, _device_types: a neuron-only group gets the CPU "
+        "entry its gloo backend serves; the hot collectives call the CPU backend directly",
+        exists("torch.distributed.ProcessGroup",
+               members=("_get_backend", "_register_backend", "_device_types", "BackendType",
+                        "unbox")),
+        covers=("._get_backend", "._register_backend", "._device_types")),
+    Internal(
+        "torch.distributed.ProcessGroupGloo private collectives",
+        "relied on", (_DIRECT, _CHANNEL),
+        "_allgather_base and _reduce_scatter_base, gloo's flat collectives, called directly "
+        "on the group's backend",
+        exists("torch.distributed.ProcessGroupGloo",
+               members=("_allgather_base", "_reduce_scatter_base", "allreduce", "broadcast")),
+        covers=("._allgather_base", "._reduce_scatter_base")),
+    Internal(
+        "torch.ops.c10d.<op>.default._schema", "relied on",
+        (_COLLECTIVES, _DIRECT, "torchneuron/distributed/agreement.py"),
+        "torchneuron replaces the PrivateUse1 kernels of these c10d ops and reads their "
+        "arguments by position (C10D_SCHEMAS, checked against collectives.C10D_OPS)",
+        _c10d_schemas_as_checked,
+        covers=("torch.ops.c10d.?.default._schema", "C10D_OPS", "AGREEING_ARGS", "DIRECT")),
+    Internal(
+        "torch._C._distributed_c10d option classes", "relied on", (_DIRECT,),
+        "the direct calls build gloo's options themselves (reduceOp, rootRank, rootTensor, "
+        "timeout, asyncOp)",
+        _c10d_options_fields,
+        covers=tuple(f"torch._C._distributed_c10d.{c}" for c in (
+            "AllgatherOptions", "AllreduceOptions", "BroadcastOptions", "ReduceScatterOptions"))),
+    Internal(
+        "torch._C._current_graph_task_id", "relied on", ("torchneuron/distributed/sequencer.py",),
+        "tells whether a collective is issued from a backward pass (-1 outside one)",
+        _no_graph_task_outside_backward),
+    Internal(
+        "torch.autograd.Variable._execution_engine.queue_callback", "relied on",
+        ("torchneuron/distributed/sequencer.py",),
+        "the end of a backward pass waits for deferred collectives, as DDP finalizes buckets",
+        exists("torch.autograd.Variable._execution_engine.queue_callback")),
+
+    # ---- compat battery (torchneuron/compat/)
+    Internal(
+        "torch.testing._internal.common_methods_invocations", "relied on", (_COMPAT_CASES,),
+        "the op battery runs PyTorch's OpInfo databases",
+        contains("torch.testing._internal.common_methods_invocations", None,
+                 "\nop_db: list[OpInfo] = [", "\npython_ref_db = [",
+                 "\nforeach_unary_op_db: list[OpInfo] = ["),
+        covers=("torch.testing._internal.common_methods_invocations.?",
+                "torch.testing._internal.common_methods_invocations.op_db",
+                "torch.testing._internal.common_methods_invocations.python_ref_db")),
+    Internal(
+        "torch.testing._internal.opinfo.core", "relied on", (_COMPAT_CASES,),
+        "OpInfo classes group the report; DecorateInfo.is_active says which skips and "
+        "tolerances apply to the device-vs-CPU test",
+        _all(defines("torch.testing._internal.opinfo.core", "DecorateInfo.is_active",
+                     params=("self", "cls_name", "test_name", "device_type", "dtype",
+                             "param_kwargs")),
+             *(defines("torch.testing._internal.opinfo.core", c) for c in (
+                 "BinaryUfuncInfo", "ReductionOpInfo", "SpectralFuncInfo", "UnaryUfuncInfo"))),
+        covers=tuple(f"torch.testing._internal.opinfo.core.{c}" for c in (
+            "BinaryUfuncInfo", "ReductionOpInfo", "SpectralFuncInfo", "UnaryUfuncInfo"))),
+    Internal(
+        "torch.testing._internal.common_device_type.toleranceOverride / precisionOverride",
+        "relied on", (_COMPAT_CASES,),
+        "an OpInfo's tolerances are read from these decorators' dict `d`",
+        _all(contains("torch.testing._internal.common_device_type", "toleranceOverride.__init__",
+                      "self.d = d"),
+             contains("torch.testing._internal.common_device_type", "precisionOverride.__init__",
+                      "self.d = d")),
+        covers=("torch.testing._internal.common_device_type.precisionOverride",
+                "torch.testing._internal.common_device_type.toleranceOverride")),
+    Internal(
+        "torch.testing._comparison.default_tolerances", "relied on", (_COMPAT_CASES,),
+        "an OpInfo's tolerance is never stricter than assert_close's default",
+        exists("torch.testing._comparison.default_tolerances")),
+    Internal(
+        "torch.testing._utils.wrapper_set_seed", "relied on", (_COMPAT_CASES,),
+        "random OpInfos call it by name; the battery finds them by that name in their code",
+        defines("torch.testing._utils", "wrapper_set_seed")),
+    Internal(
+        "torch.Tensor._base", "relied on", (_COMPAT_CASES,),
+        "a view sample moves to neuron as a view of its moved base",
+        _tensor_base_of_a_view, covers=("._base",)),
+
+    # ---- C++ (csrc/): non-public symbols and behaviours
+    _cpp("at::native::DispatchStubImpl::get_call_ptr (x86-64 capability parameters)",
+         ("CpuStubs.h",),
+         "kernels call the CPU implementation of a DispatchStub; its call path takes one "
+         "parameter per CPU capability torch was built with, which CpuStubs.h declares",
+         header("ATen/native/DispatchStub.h", "HAVE_AVX512_CPU_DEFINITION",
+                "HAVE_AVX2_CPU_DEFINITION", "void* get_call_ptr("),
+         symbols=_STUB_CALL_PATH, covers=("HAVE_AVX512_CPU_DEFINITION",)),
+    _cpp("at::native::add_stub / mul_stub / div_true_stub", ("Arithmetic.cpp",),
+         "the arithmetic fast path runs the CPU's stub on a TensorIterator over neuron memory",
+         header("ATen/native/BinaryOps.h", "add_stub", "mul_stub", "div_true_stub",
+                "sub_check(", "alpha_check("),
+         symbols=("_ZN2at6native8add_stubE", "_ZN2at6native8mul_stubE",
+                  "_ZN2at6native13div_true_stubE", *_stub_members(_ADD_STUB),
+                  *_stub_members(_MUL_STUB), *_stub_members(_DIV_STUB)),
+         covers=("at::native::add_stub", "at::native::mul_stub", "at::native::div_true_stub",
+                 "at::native::sub_check", "at::native::alpha_check")),
+    _cpp("at::native::fill_stub", ("Fill.cpp",),
+         "fill_/zero_ run the CPU's fill kernel on neuron memory",
+         header("ATen/native/Fill.h", "fill_stub"),
+         symbols=("_ZN2at6native9fill_stubE", *_stub_members(_FILL_STUB))),
+    _cpp("at::native::copy_stub", ("Memory.cpp",),
+         "every host/device copy runs the CPU's copy kernel on both sides' memory",
+         header("ATen/native/Copy.h", "copy_stub"),
+         symbols=("_ZN2at6native9copy_stubE", *_stub_members(_COPY_STUB))),
+    _cpp("at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH)",
+         ("Attention.cpp",),
+         "SDPA asks this stub which fused kernel to use; neuron answers what the CPU answers",
+         header("ATen/native/transformers/attention.h", "_fused_sdp_choice_stub"),
+         header("ATen/native/DispatchStub.h", "REGISTER_PRIVATEUSE1_DISPATCH"),
+         symbols=("_ZN2at6native22_fused_sdp_choice_stubE",),
+         covers=("at::native::_fused_sdp_choice_stub",)),
+    _cpp("at::cpu:: view, as_strided, _reshape_alias, resize_, set_ on neuron tensors",
+         ("Memory.cpp",),
+         "the CPU's metadata kernels are device-blind, so neuron's views and resizes are theirs",
+         symbols=(
+             "_ZN2at3cpu11set__symintERNS_6TensorEN3c107StorageENS3_6SymIntENS3_8ArrayRefIS5_EES7_",
+             "_ZN2at3cpu11view_symintERKNS_6TensorEN3c108ArrayRefINS4_6SymIntEEE",
+             "_ZN2at3cpu14resize__symintERKNS_6TensorEN3c108ArrayRefINS4_6SymIntEEESt8optionalINS4_"
+             "12MemoryFormatEE",
+             "_ZN2at3cpu17as_strided_symintERKNS_6TensorEN3c108ArrayRefINS4_6SymIntEEES7_St8optiona"
+             "lIS6_E",
+             "_ZN2at3cpu21_reshape_alias_symintERKNS_6TensorEN3c108ArrayRefINS4_6SymIntEEES7_"),
+         covers=("at::cpu::as_strided_symint", "at::cpu::view_symint",
+                 "at::cpu::_reshape_alias_symint", "at::cpu::resize__symint",
+                 "at::cpu::set__symint")),
+    _cpp("at::detail::empty_generic / empty_strided_generic / empty_cpu",
+         ("Memory.cpp", "CompileAllocation.cpp", "Arithmetic.cpp", "ZeroTensors.cpp"),
+         "neuron tensors are allocated with ATen's generic empty on the neuron allocator",
+         symbols=(
+             "_ZN2at6detail13empty_genericEN3c108ArrayRefIlEEPNS1_9AllocatorENS1_14DispatchKeySetEN"
+             "S1_10ScalarTypeESt8optionalINS1_12MemoryFormatEE",
+             "_ZN2at6detail21empty_strided_genericEN3c108ArrayRefIlEES3_PNS1_9AllocatorENS1_14Dispa"
+             "tchKeySetENS1_10ScalarTypeE",
+             "_ZN2at6detail9empty_cpuEN3c108ArrayRefIlEENS1_10ScalarTypeEbSt8optionalINS1_12MemoryF"
+             "ormatEE"),
+         covers=("at::detail::empty_generic", "at::detail::empty_strided_generic",
+                 "at::detail::empty_cpu")),
+    _cpp("c10::SetAllocator(kCPU, ..., priority): the kernel-scope CPU allocator",
+         ("KernelScope.cpp",),
+         "while a CPU kernel runs for a neuron op, its CPU allocations come from neuron memory",
+         header("c10/core/Allocator.h", "SetAllocator(", "uint8_t priority"),
+         symbols=("_ZN3c1012SetAllocatorENS_10DeviceTypeEPNS_9AllocatorEh",),
+         covers=("c10::SetAllocator",)),
+    _cpp("at::CPUGeneratorImpl::set_engine and mt19937 internals",
+         ("NeuronGenerator.cpp", "NeuronGenerator.h"),
+         "random ops run CPU kernels on a CPU generator whose mt19937 state is derived from "
+         "the neuron generator's Philox (seed, offset)",
+         header("ATen/core/MT19937RNGEngine.h", "struct mt19937_data_pod", "uint64_t seed_;",
+                "int left_;", "bool seeded_;", "uint32_t next_;", "state_;", "set_data("),
+         header("ATen/core/PhiloxRNGEngine.h", "Philox4_32"),
+         symbols=("_ZN2at16CPUGeneratorImpl10set_engineENS_14mt19937_engineE",
+                  "_ZN2at16CPUGeneratorImpl28set_next_float_normal_sampleESt8optionalIfE",
+                  "_ZN2at16CPUGeneratorImpl29set_next_double_normal_sampleESt8optionalIdE",
+                  "_ZN2at16CPUGeneratorImplC1Em"),
+         covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
+    _cpp("TensorImpl/StorageImpl internals of the CPU alias",
+         ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp"),
+         "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
+         "directly, storage data pointers swapped, conj/neg bits copied",
+         header("c10/core/TensorImpl.h", "void set_sizes_and_strides(",
+                "void set_storage_keep_dtype(", "bool is_wrapped_number() const"),
+         header("c10/core/StorageImpl.h", "set_data_ptr_noswap(", "at::DataPtr set_data_ptr(",
+                "void set_nbytes("),
+         header("c10/core/Allocator.h", "void unsafe_set_device("),
+         header("ATen/core/TensorBase.h", "_set_conj(", "_set_neg("),
+         covers=("at::detail::make_tensor", "TensorImpl::set_sizes_and_strides",
+                 "TensorImpl::set_storage_keep_dtype", "TensorImpl::is_wrapped_number",
+                 "StorageImpl::set_data_ptr_noswap", "StorageImpl::set_data_ptr",
+                 "StorageImpl::set_nbytes",
+                 "DataPtr::unsafe_set_device", "Tensor::_set_conj", "Tensor::_set_neg")),
+    _cpp("at::internal::GRAIN_SIZE", ("Fill.cpp",),
+         "zero_ takes the CPU's memset shortcut below the CPU's parallel grain size",
+         header("ATen/TensorIterator.h", "constexpr int64_t GRAIN_SIZE")),
+    Internal(
+        "at::_ops::<op>::redispatch to the CPU key with neuron tensors", "relied on",
+        ("Matmul.cpp", "Attention.cpp"),
+        "mm/addmm/bmm and SDPA's kernel choice run the CPU kernel on neuron tensors; the CPU "
+        "kernels check shapes and dtypes but not devices",
+        _all(header("ATen/ops/mm_ops.h", "struct TORCH_API mm_out", "redispatch("),
+             header("ATen/ops/addmm_ops.h", "struct TORCH_API addmm_out"),
+             header("ATen/ops/bmm_ops.h", "struct TORCH_API bmm_out"),
+             header("ATen/ops/_fused_sdp_choice_ops.h", "struct TORCH_API _fused_sdp_choice")),
+        covers=("at::_ops::mm_out::redispatch", "at::_ops::addmm_out::redispatch",
+                "at::_ops::bmm_out::redispatch", "at::_ops::_fused_sdp_choice::redispatch")),
+    Internal(
+        "c10::Dispatcher op introspection (getAllOpNames, hasKernelForDispatchKey)", "relied on",
+        ("Fallback.cpp",),
+        "route_to_cpu_kernels finds, at import, the ops the dispatcher would decompose for "
+        "neuron although the CPU has a kernel",
+        header("ATen/core/dispatch/Dispatcher.h", "getAllOpNames()",
+               "bool hasKernelForDispatchKey(DispatchKey k) const"),
+        covers=("Dispatcher::getAllOpNames", "Dispatcher::hasKernelForDispatchKey")),
+    Internal(
+        "missing-kernel error text 'Could not run ...'", "relied on", ("Fallback.cpp",),
+        "the fallback turns 'no CPU kernel' into a neuron NotImplementedError by this prefix",
+        _missing_kernel_says_could_not_run, covers=("Could not run",)),
+    Internal(
+        "AutocastPrivateUse1 op-list macros (AT_FORALL_*, KERNEL_PRIVATEUSEONE)", "relied on",
+        ("Autocast.cpp",),
+        "neuron's autocast lists are CUDA's, expanded from ATen's shared macros",
+        header("ATen/autocast_mode.h", "AT_FORALL_LOWER_PRECISION_FP", "AT_FORALL_FP32",
+               "AT_FORALL_FP32_SET_OPT_DTYPE", "AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE",
+               "AT_FORALL_PROMOTE", "KERNEL_PRIVATEUSEONE",
+               "KERNEL_DIFFERENT_REDISPATCH_SIGNATURE_PRIVATEUSEONE"),
+        covers=("AT_FORALL", "KERNEL_PRIVATEUSEONE")),
+    Internal(
+        "c10::DeviceAllocator / c10::CachingDeviceAllocator::DeviceStats", "relied on",
+        ("NeuronAllocator.h", "NeuronAllocator.cpp"),
+        "torch.accelerator.memory_* and the profiler see an allocator derived from it",
+        header("c10/core/CachingDeviceAllocator.h", "struct C10_API DeviceAllocator",
+               "struct DeviceStats", "getDeviceStats(", "resetPeakStats(", "getMemoryInfo("),
+        covers=("c10::DeviceAllocator", "CachingDeviceAllocator::DeviceStats")),
+    _cpp("c10d::Work (subclassed)", ("DistWork.cpp",),
+         "NeuronWork and DeferredWork are c10d Works handed back to torch.distributed",
+         header("torch/csrc/distributed/c10d/Work.hpp", "class TORCH_API Work",
+                "void finish(std::exception_ptr exception = nullptr)"),
+         symbols=("_ZN4c10d4WorkC2EiNS_6OpTypeEPKcRKSt8optionalISt6vectorIN2at6TensorESaIS7_EEE",
+                  "_ZN4c10d4Work6finishENSt15__exception_ptr13exception_ptrE",
+                  "_ZN4c10d4WorkD2Ev", "_ZTIN4c10d4WorkE", *_WORK_VIRTUALS),
+         covers=("c10d::Work", "c10d::OpType")),
+    Internal(
+        "c10d::ReduceOp::supplement_ / PreMulSumSupplement", "relied on",
+        ("DistReduceOp.cpp", _DIRECT),
+        "PREMUL_SUM's factor lives in the ReduceOp's C++ supplement; gloo lacks the op, so "
+        "neuron runs it as a SUM of scaled inputs",
+        _all(header("torch/csrc/distributed/c10d/Types.hpp", "supplement_",
+                    "struct PreMulSumSupplement : _SupplementBase", "double_factor",
+                    "tensor_factor"),
+             _premul_sum_is_a_reduce_op),
+        covers=("c10d::ReduceOp", "c10d::PreMulSumSupplement")),
+    _cpp("torch/csrc Python glue (THPVariable_Wrap, THPDtype)", ("CompileAllocation.cpp",),
+         "empty_strided_neuron is a bare CPython function for the compiled wrapper's speed",
+         header("torch/csrc/Dtype.h", "THPDtype_Check", "scalar_type"),
+         symbols=("_Z16THPVariable_WrapON2at10TensorBaseE", "THPDtypeType"),
+         covers=("THPVariable_Wrap", "THPDtype_Check", "python_error")),
+    Internal(
+        "at::native::ZeroTensorAllocator", "relied on", ("ZeroTensors.cpp",),
+        "neuron builds autograd's efficient zero tensors itself, keeping the ZeroTensor key",
+        header("ATen/native/TensorFactories.h", "struct ZeroTensorAllocator"),
+        covers=("at::native::ZeroTensorAllocator",)),
+    Internal(
+        "aten::_has_compatible_shallow_copy_type (read by Module._apply)", "relied on",
+        ("ShallowCopy.cpp",),
+        "Module.to('neuron') keeps Parameter objects (tied weights) only when this answers "
+        "true for CPU -> neuron; ATen's own answer omits PrivateUse1",
+        contains("torch.nn.modules.module", "Module._apply",
+                 "torch._has_compatible_shallow_copy_type(")),
+    Internal(
+        "Conjugate/Negative fallbacks materialize through _copy_from", "relied on",
+        ("MathBitCopies.cpp",),
+        "without a fallthrough for _copy_from, x.conj().cpu() recursed forever on neuron",
+        _conj_view_copies_to_host),
+    Internal(
+        "aten::_thnn_fused_lstm_cell / _thnn_fused_gru_cell (CUDA-only, picked for "
+        "PrivateUse1)", "relied on", ("RnnCells.cpp",),
+        "nn.LSTM/GRU on any non-CPU device run their cells through these; neuron implements "
+        "them",
+        _thnn_fused_cells_exist),
+)
+
+
+def by_name(name: str) -> Internal:
+    for entry in ENTRIES:
+        if entry.name == name:
+            return entry
+    raise KeyError(f"no torch internal named {name!r} in torchneuron.runtime.torch_internals")
+
+
+def cited(text: str) -> Internal:
+    """The entry a `# internal: see runtime/torch_internals.py "<text>"` comment points to: its
+    name, or the unique dotted tail of one ("GradScaler.unscale_")."""
+    found = [e for e in ENTRIES if e.name == text or e.name.endswith("." + text)]
+    if len(found) != 1:
+        raise KeyError(f"{text!r} names {len(found)} entries of torch_internals, not one")
+    return found[0]
+
+
+def verify_all() -> list[InternalChanged]:
+    """Every entry's check; returns the failures (empty: all hold on this torch)."""
+    failures = []
+    for entry in ENTRIES:
+        try:
+            entry.verify()
+        except InternalChanged as e:
+            failures.append(e)
+    return failures
