@@ -8,15 +8,8 @@ import time
 import pytest
 import torch
 import torch.distributed as dist
-from dist_world import World
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64]
-
-
-@pytest.fixture(scope="module")
-def world():
-    with World(2) as w:
-        yield w
 
 
 def _on_both(body, *args):

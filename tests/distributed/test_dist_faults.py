@@ -14,12 +14,6 @@ from dist_world import World, init_group
 PG_TIMEOUT_S = 3.0
 
 
-@pytest.fixture(scope="module")
-def world():
-    with World(2) as w:
-        yield w
-
-
 def my_device():
     return torch.device("neuron", torch.neuron.current_device())
 

@@ -4,16 +4,10 @@ hop and subgroups can leave ranks out: collectives, DDP and FSDP2 against one CP
 import pytest
 import torch
 import torch.distributed as dist
-from dist_world import World
 from test_dist_parallel import batches, ddp_body, fsdp_body, make_mlp, train_reference
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def world():
-    with World(4) as w:
-        yield w
+WORLD_SIZE = 4  # the `world` fixture (conftest.py) starts this many ranks
 
 
 def collectives_body():

@@ -6,16 +6,9 @@ transformer MLP, functional collectives, and distributed checkpointing."""
 import pytest
 import torch
 import torch.distributed as dist
-from dist_world import World
 
 STEPS = 3
 BATCH, DIM, HIDDEN = 8, 16, 32
-
-
-@pytest.fixture(scope="module")
-def world():
-    with World(2) as w:
-        yield w
 
 
 def device():
