@@ -1,5 +1,5 @@
 """The default suite's slice of the model battery: a fixed sample of Hugging Face architectures
-(torchneuron/compat/models_sample.py), each built tiny from its config and run on neuron against
+(torchneuron/compat/models/sample.py), each built tiny from its config and run on neuron against
 the CPU: forward, one training step (loss and every gradient) and greedy generate() where the
 head generates. The whole battery is `make compat-models`; its catalogue is checked here too."""
 
@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from torchneuron.compat.models_catalog import architectures, by_type  # noqa: E402
-from torchneuron.compat.models_check import NA, PASS, STAGES, check  # noqa: E402
-from torchneuron.compat.models_sample import SAMPLE  # noqa: E402
+from torchneuron.compat.models.catalog import architectures, by_type  # noqa: E402
+from torchneuron.compat.models.check import NA, PASS, STAGES, check  # noqa: E402
+from torchneuron.compat.models.sample import SAMPLE  # noqa: E402
 
 
 @pytest.mark.parametrize("model_type", SAMPLE)
@@ -37,3 +37,28 @@ def test_catalogue_enumerates_the_installed_transformers():
 def test_unknown_model_type_is_a_clear_error():
     with pytest.raises(KeyError, match="no model type 'not-a-model'"):
         by_type("not-a-model")
+
+
+def test_an_architecture_that_kills_its_worker_is_a_crash_and_the_battery_goes_on():
+    # The model battery on the shared pool: the worker dies (SIGSEGV) in the first architecture,
+    # which is recorded as a crash with the exit code; the next one runs in a fresh worker.
+    import os
+    import signal
+
+    from torchneuron.compat import pool
+    from torchneuron.compat.models.jobs import BATTERY
+
+    records, killed = {}, []
+
+    def kill_first(arch, case, pid):
+        if not killed:
+            killed.append(pid)
+            os.kill(pid, signal.SIGSEGV)
+
+    def done(arch, recs, seconds):
+        records[arch.model_type] = recs
+
+    pool.run([by_type("bert"), by_type("gpt2")], BATTERY, 1, 300, done, kill_first)
+    assert [r["build"] for r in records["bert"]] == ["crash"]
+    assert records["bert"][0]["cause"] == "crash: worker exited with code -11"
+    assert [r["forward"] for r in records["gpt2"]] == [PASS]

@@ -5,7 +5,7 @@ neuron's training step differ from the CPU's for a reason that is not a bug."""
 import torch
 from transformers import GPT2Config
 
-from torchneuron.compat.models_shrink import shrink_dict
+from torchneuron.compat.models.shrink import shrink_dict
 
 
 def test_every_dropout_spelling_is_zeroed():

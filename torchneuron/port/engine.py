@@ -12,9 +12,10 @@ from libcst.metadata import MetadataWrapper
 
 from . import rules, sources, syntax
 from .facts import Facts
+from .findings import Finding
 from .notebook import Notebook, NotebookError
 from .rewriter import rewrite
-from .scanner import Finding, Scanner
+from .scanner import Scanner
 
 
 class PortError(ValueError):

@@ -9,7 +9,7 @@ from typing import TextIO
 
 from . import rules
 from .engine import FileResult
-from .scanner import Finding
+from .findings import Finding
 
 
 def location(f: Finding) -> str:

@@ -8,7 +8,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
 from .cst_util import dotted_name
-from .scanner import Scan
+from .findings import Scan
 
 
 _Name = tuple[str, str | None, str | None]  # (module, object, alias) as RemoveImportsVisitor takes

@@ -148,7 +148,7 @@ GUARDED_TYPE = "torch.accelerator.current_accelerator().type"  # only under an a
 class Api:
     code: str
     target: str | None = None  # dotted replacement; None: a finding with a hint only
-    kind: str = "rename"  # how the call is rewritten (see scanner.Scanner._fix_api_call)
+    kind: str = "rename"  # how the call is rewritten (see cuda_api._fix_api_call)
     absent: str | None = None  # the target raises without an accelerator: what to do instead
     bare: bool = False  # an uncalled reference (`f = torch.cuda.synchronize`) may be renamed
 

@@ -1,12 +1,12 @@
-"""Walks one parsed module and records every CUDA-ism as a Finding. Where an exact rewrite exists
-the finding carries it: a function from the (already rewritten) node to its replacement, keyed by
-the original node. The rewriter applies them; `check` only reports them, so the two never
-disagree about what is fixable."""
+"""Walks one parsed module and records every CUDA-ism as a Finding (findings.py), handing the
+torch.cuda API to cuda_api and device arguments to devices. Where an exact rewrite exists the
+finding carries it: a function from the (already rewritten) node to its replacement, keyed by the
+original node. The rewriter applies them; `check` only reports them, so the two never disagree
+about what is fixable."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Callable
 
 import libcst as cst
@@ -15,34 +15,15 @@ from libcst.metadata import PositionProvider
 from . import cuda_api, devices, rules
 from .cst_util import cuda_device_string, dotted_name, string_value
 from .facts import Facts
+from .findings import Finding, Fix, Scan
 
-Fix = Callable[[cst.CSTNode], cst.CSTNode]
 _NOQA = re.compile(r"#\s*noqa:\s*([A-Z0-9,\s]+)", re.IGNORECASE)
 
 
-@dataclass
-class Finding:
-    line: int
-    col: int  # 1-based, like the line
-    code: str
-    message: str
-    fixable: bool
-    path: str = ""
-    cell: int | None = None  # notebooks: 1-based cell index, and line/col inside that cell
-
-    @property
-    def hint(self) -> str:
-        return "" if self.fixable else rules.RULES[self.code].hint
-
-
-@dataclass
-class Scan:
-    findings: list[Finding] = field(default_factory=list)
-    fixes: dict[int, Fix] = field(default_factory=dict)
-    needs_torch: bool = False  # a fix wrote `torch.` into the module
-
-
 class Scanner(cst.CSTVisitor):
+    """The walk over one module; the handlers (cuda_api, devices) report through it, as a
+    findings.Reporter."""
+
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, lines: list[str], facts: Facts,

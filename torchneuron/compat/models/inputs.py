@@ -8,7 +8,7 @@ import inspect
 
 import torch
 
-from .models_shrink import special_token_ids
+from .shrink import special_token_ids
 
 BATCH = 2
 SEQ = 8

@@ -11,7 +11,7 @@ import collections
 import json
 import os
 
-from .models_check import CPU_FAIL, FAIL, NA, PASS, STAGES
+from .check import CPU_FAIL, FAIL, NA, PASS, STAGES
 
 
 def outcome(rec: dict) -> str:

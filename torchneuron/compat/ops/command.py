@@ -1,6 +1,6 @@
 """`torchneuron compat ops`: PyTorch's OpInfo databases run on neuron against the CPU (see
-op_cases for what runs, op_runner for how one case is judged, op_pool for crash isolation,
-op_report for the report)."""
+cases for what runs, runner for how one case is judged, jobs for how units run in the shared
+worker pool, report for the report)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from .op_cases import DTYPE_NAMES, VARIANTS
+from .cases import DTYPE_NAMES, VARIANTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,16 +36,16 @@ def run(args: argparse.Namespace) -> int:
 
     from torchneuron.ops import dtype_policy
 
-    from . import op_cases, op_pool, op_report
+    from . import cases, jobs, report
 
-    dbs = op_cases.databases()
+    dbs = cases.databases()
     if args.db:
         dbs = {k: v for k, v in dbs.items() if k in args.db}
-    units = op_cases.enumerate_units(dbs, args.ops, args.dtypes)
+    units = cases.enumerate_units(dbs, args.ops, args.dtypes)
     if not units:
         print("no OpInfo matches the selection", file=sys.stderr)
         return 2
-    results = op_report.Results()
+    results = report.Results()
     started = time.monotonic()
     bar = None if args.no_progress else _progress(len(units))
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             bar.set_postfix_str(f"{unit.op} {unit.dtype} case {case}", refresh=False)
 
     try:
-        op_pool.run_units(units, max(1, args.jobs), tuple(args.variants), args.case_timeout,
+        jobs.run_units(units, max(1, args.jobs), tuple(args.variants), args.case_timeout,
                           done, on_case)
     finally:
         if bar is not None:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         "command": "torchneuron compat ops " + " ".join(
             sys.argv[sys.argv.index("ops") + 1:] if "ops" in sys.argv else []),
     }
-    json_path, md_path = op_report.write(results, meta, args.out)
+    json_path, md_path = report.write(results, meta, args.out)
     t = results.totals()
     print(f"{t['cases']} cases: {t['passed']} passed, {t['failed']} failed, "
           f"{t['skipped_by_policy']} skipped by the float64 policy, {t['cpu_rejects']} rejected "

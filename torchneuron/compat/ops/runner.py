@@ -10,8 +10,8 @@ from typing import Callable
 
 import torch
 
-from .op_cases import VARIANTS, Unit, tolerances, to_device, values_comparable
-from .op_compare import Mismatch, compare, flatten
+from ..judge import Mismatch, compare, flatten
+from .cases import VARIANTS, Unit, tolerances, to_device, values_comparable
 
 DEVICE = "neuron"
 SEED = 0
@@ -174,8 +174,10 @@ class UnitRunner:
                            DEVICE if _on_neuron(neuron_sample) else "cpu")
 
     def _backward(self, sample, neuron_sample, cache):
-        if not self.grad or "forward" not in cache:
+        if not self.grad:
             return None
+        if "forward" not in cache:  # resumed after a crash in this sample's forward case
+            self._forward(sample, neuron_sample, cache)
         cpu, cpu_exc, neuron, neuron_exc = cache["forward"]
         if cpu_exc is not None:
             return None  # counted once, as the forward case's cpu_error

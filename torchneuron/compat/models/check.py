@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from .models_catalog import Architecture
-from .models_inputs import forward_inputs, labels, main_input
+from ..judge import Mismatch, compare_leaves
+from .catalog import Architecture
+from .inputs import forward_inputs, labels, main_input
 
 MAX_PARAMETERS = 20_000_000  # a shrunk model above this was not shrunk; building it is slow
 NEW_TOKENS = 8
@@ -24,10 +25,6 @@ SEED = 0
 
 PASS, FAIL, CPU_FAIL, NA = "pass", "fail", "cpu_fail", "n/a"
 STAGES = ("build", "forward", "backward", "generate")
-
-
-class Mismatch(AssertionError):
-    """Neuron's result differs from the CPU's."""
 
 
 def _seed_everything() -> None:
@@ -62,22 +59,13 @@ def tensors(obj, prefix: str = "out") -> list[tuple[str, torch.Tensor]]:
 
 def compare(cpu: list[tuple[str, torch.Tensor]], dev: list[tuple[str, torch.Tensor]],
             what: str) -> float:
-    """assert_close on every pair; returns the largest absolute difference seen."""
-    if [n for n, _ in cpu] != [n for n, _ in dev]:
-        raise Mismatch(f"{what}: neuron returned {[n for n, _ in dev]}, CPU {[n for n, _ in cpu]}")
-    worst = 0.0
-    for (name, a), (_, b) in zip(cpu, dev):
-        if b.device.type != "neuron":
-            raise Mismatch(f"{what}: {name} is on {b.device}, not on neuron")
-        b = b.detach().cpu()
-        a = a.detach()
-        if a.is_floating_point() and a.shape == b.shape and a.numel():
-            worst = max(worst, (a.float() - b.float()).abs().nan_to_num(0.0).max().item())
-        try:
-            torch.testing.assert_close(b, a, equal_nan=True)
-        except AssertionError as e:
-            raise Mismatch(f"{what}: {name}: {str(e).splitlines()[0]} (max abs {worst:.3g})") from None
-    return worst
+    """The judge on every (name, tensor) pair, at assert_close's default tolerances; returns
+    the largest absolute difference seen. A Mismatch names the stage (`what`)."""
+    try:
+        return compare_leaves(dev, cpu, measure=True)
+    except Mismatch as m:
+        worst = f" (max abs {m.max_error:.3g})" if m.max_error is not None else ""
+        raise Mismatch(f"{what}: {m}{worst}", m.max_error) from None
 
 
 def generic_loss(out) -> torch.Tensor:
@@ -163,7 +151,7 @@ class Run:
 def _build(arch: Architecture):
     import transformers
 
-    from .models_shrink import tiny_config
+    from .shrink import tiny_config
 
     config = tiny_config(arch.model_type)
     if arch.head == "causal_lm" and hasattr(config, "is_decoder") and not config.is_encoder_decoder:

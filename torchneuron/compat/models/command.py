@@ -1,9 +1,9 @@
 """`torchneuron compat models`: every Hugging Face architecture the installed transformers
 registers, built tiny from its config with random weights, run on neuron against the CPU
 (forward, one training step, greedy generate), plus the real all-MiniLM-L6-v2 weights. Writes
-reports/models.{json,md,png}. Pieces: models_catalog (what), models_shrink and models_inputs
-(tiny configs and inputs), models_check (one architecture), models_runner (worker processes),
-models_report (totals, tables, chart), models_minilm (real weights)."""
+reports/models.{json,md,png}. Pieces: catalog (what), shrink and inputs (tiny configs and
+inputs), check (one architecture), jobs (architectures in the shared worker pool), report
+(totals, tables, chart), minilm (real weights)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _select(patterns: list[str] | None, sample: bool):
-    from .models_catalog import architectures
-    from .models_sample import SAMPLE
+    from .catalog import architectures
+    from .sample import SAMPLE
 
     archs = architectures()
     if sample:
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
     import transformers
     from tqdm import tqdm
 
-    from . import models_report
-    from .models_runner import run_all
+    from . import report
+    from .jobs import run_all
 
     archs = _select(args.only, args.sample)
     started = time.monotonic()
@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(rec: dict) -> None:
         nonlocal passed
-        passed += models_report.outcome(rec) == "pass"
-        bar.set_postfix_str(f"{rec['model_type']}: {models_report.outcome(rec)}; {passed} pass")
+        passed += report.outcome(rec) == "pass"
+        bar.set_postfix_str(f"{rec['model_type']}: {report.outcome(rec)}; {passed} pass")
         bar.update(1)
 
     records = run_all(archs, args.timeout, args.chunk, args.threads, progress)
@@ -66,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
             "command": "torchneuron compat models " + " ".join(sys.argv[3:]),
             "seconds": time.monotonic() - started}
     if not args.skip_minilm:
-        from .models_minilm import check_minilm
+        from .minilm import check_minilm
 
         meta["minilm"] = check_minilm()
-    paths = models_report.write(records, meta, args.out)
-    t = models_report.totals(records)
+    paths = report.write(records, meta, args.out)
+    t = report.totals(records)
     a = t["all_stages"]
     print(f"{t['tried']} architectures, {t['runnable_on_cpu']} run on CPU, "
           f"{a['pass_on_neuron']} pass every stage on neuron"

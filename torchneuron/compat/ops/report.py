@@ -8,7 +8,7 @@ import collections
 import json
 import re
 
-from .op_cases import VARIANTS, Unit
+from .cases import VARIANTS, Unit
 
 PASS = "pass"
 FAILED = ("mismatch", "error", "crash", "timeout", "abandoned")
