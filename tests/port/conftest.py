@@ -15,7 +15,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "corpus_runner.py")
 SINGLE = ["mnist_cnn.fixed.py", "amp_benchmark.fixed.py", "hf_finetune.fixed.py",
-          "linear_regression.fixed.ipynb"]
+          "linear_regression.fixed.ipynb", "gpt_train.fixed.py"]
 DDP = "ddp_train.fixed.py"
 TIMEOUT = 600
 PROBE = ("import torch; import torchneuron; "

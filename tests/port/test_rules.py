@@ -266,8 +266,13 @@ x = torch.ones(2)
 if x.device.type == "cuda":
     pass
 """,
-     'TNP004-',
-     None),
+     'TNP004+',
+     """\
+import torch
+x = torch.ones(2)
+if x.device.type != "cpu":
+    pass
+"""),
     ('compare_in', """\
 import torch
 def f(t):
@@ -466,7 +471,6 @@ import torch
 def set_seed(s):
     torch.manual_seed(s)
     random.seed(s)
-    torch.manual_seed(s)
 """),
     ('seed_alone', """\
 import torch
@@ -498,8 +502,12 @@ import torch
 name = torch.cuda.get_device_name(0)
 bf16 = torch.cuda.is_bf16_supported()
 """,
-     'TNP112- TNP112-',
-     None),
+     'TNP112+ TNP112+',
+     """\
+import torch
+name = torch.get_device_module().get_device_name(0) if torch.accelerator.is_available() else "cpu"
+bf16 = torch.get_device_module().is_bf16_supported() if torch.accelerator.is_available() else False
+"""),
     ('rng', """\
 import torch
 s = torch.cuda.get_rng_state()
@@ -656,13 +664,14 @@ class F(torch.autograd.Function):
      'TNP203+ TNP203+',
      """\
 import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
 class F(torch.autograd.Function):
     @staticmethod
-    @torch.amp.custom_fwd(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+    @torch.amp.custom_fwd(device_type=accelerator.type)
     def forward(ctx, x):
         return x
     @staticmethod
-    @torch.amp.custom_bwd(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+    @torch.amp.custom_bwd(device_type=accelerator.type)
     def backward(ctx, g):
         return g
 """),
@@ -1042,8 +1051,9 @@ m = torch.cuda.memory_allocated("cuda:0")
      'TNP112- TNP002+ TNP107+ TNP002+',
      """\
 import torch
-p = torch.cuda.get_device_properties((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
-m = torch.accelerator.memory_allocated((torch.accelerator.current_accelerator() or torch.device("cpu")).type + ":0") if torch.accelerator.is_available() else 0
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+p = torch.cuda.get_device_properties(accelerator.type)
+m = torch.accelerator.memory_allocated(accelerator.type + ":0") if torch.accelerator.is_available() else 0
 """),
     ('inside_fstring', """\
 import torch
@@ -1079,6 +1089,480 @@ l = torch.utils.data.DataLoader([1], pin_memory_device='cuda', pin_memory=True)
 import torch
 l = torch.utils.data.DataLoader([1], pin_memory=True)
 """),
+    ('type_idiom', """\
+import torch
+device = 'cuda:0'
+device_type = 'cuda' if 'cuda' in device else 'cpu'
+ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)
+""",
+     'TNP002+ TNP004+',
+     """\
+import torch
+device = (torch.accelerator.current_accelerator() or torch.device('cpu')).type + ':0'
+device_type = torch.device(device).type
+ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)
+"""),
+    ('type_idiom_type', """\
+import torch
+def f(x):
+    return 'cuda' if x.device.type == 'cuda' else 'cpu'
+""",
+     'TNP004+',
+     """\
+import torch
+def f(x):
+    return x.device.type
+"""),
+    ('type_idiom_exact', """\
+import torch
+def f(device):
+    return 'cuda' if device == 'cuda' else 'cpu'
+""",
+     'TNP004-',
+     None),
+    ('type_equal', """\
+import torch
+def configure(model, device_type):
+    fused = device_type == 'cuda'
+    return torch.optim.AdamW(model.parameters(), fused=fused)
+""",
+     'TNP004+',
+     """\
+import torch
+def configure(model, device_type):
+    fused = device_type != 'cpu'
+    return torch.optim.AdamW(model.parameters(), fused=fused)
+"""),
+    ('type_not_equal', """\
+import torch
+def pin(x):
+    return x if x.device.type != 'cuda' else x.pin_memory()
+""",
+     'TNP004+',
+     """\
+import torch
+def pin(x):
+    return x if x.device.type == 'cpu' else x.pin_memory()
+"""),
+    ('type_in_string', """\
+import torch
+def f(x, device):
+    if 'cuda' in device:
+        x = x.pin_memory()
+    return x
+""",
+     'TNP004+',
+     """\
+import torch
+def f(x, device):
+    if torch.device(device).type != 'cpu':
+        x = x.pin_memory()
+    return x
+"""),
+    ('type_not_in_string', """\
+import torch
+def f(device):
+    return 'cuda' not in str(device)
+""",
+     'TNP004+',
+     """\
+import torch
+def f(device):
+    return torch.device(str(device)).type == 'cpu'
+"""),
+    ('type_startswith', """\
+import torch
+def f(x, device: str):
+    return x.pin_memory() if device.startswith('cuda') else x
+""",
+     'TNP004+',
+     """\
+import torch
+def f(x, device: str):
+    return x.pin_memory() if torch.device(device).type != 'cpu' else x
+"""),
+    ('type_literal_var', """\
+import torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
+use_amp = device == "cuda"
+""",
+     'TNP002+ TNP101+ TNP004+',
+     """\
+import torch
+device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+use_amp = device != "cpu"
+"""),
+    ('type_exact_string', """\
+import torch
+def f(dev):
+    return dev == 'cuda'
+""",
+     'TNP004-',
+     None),
+    ('type_in_parens', """\
+import torch
+def f(x):
+    return 1 + x.device.type.startswith('cuda')
+""",
+     'TNP004+',
+     """\
+import torch
+def f(x):
+    return 1 + (x.device.type != 'cpu')
+"""),
+    ('props_guarded', """\
+import torch
+bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+if torch.cuda.is_available():
+    mem = torch.cuda.get_device_properties(0).total_memory
+    major, minor = torch.cuda.get_device_capability()
+""",
+     'TNP101+ TNP112+ TNP101+ TNP112+ TNP112+',
+     """\
+import torch
+bf16 = torch.accelerator.is_available() and torch.get_device_module().is_bf16_supported()
+if torch.accelerator.is_available():
+    mem = torch.get_device_module().get_device_properties(0).total_memory
+    major, minor = torch.get_device_module().get_device_capability()
+"""),
+    ('props_unguarded', """\
+import torch
+flash = torch.cuda.get_device_capability()[0] >= 8
+mem = torch.cuda.get_device_properties(0).total_memory
+""",
+     'TNP112+ TNP112-',
+     """\
+import torch
+flash = (torch.get_device_module().get_device_capability() if torch.accelerator.is_available() else (0, 0))[0] >= 8
+mem = torch.cuda.get_device_properties(0).total_memory
+"""),
+    ('seed_comment', """\
+import torch
+def set_seed(s):
+    torch.manual_seed(s)
+    # and every GPU
+    torch.cuda.manual_seed_all(s)
+    return s
+""",
+     'TNP110+',
+     """\
+import torch
+def set_seed(s):
+    torch.manual_seed(s)
+    # and every GPU
+    return s
+"""),
+    ('seed_comment_last', """\
+import torch
+def set_seed(s):
+    torch.manual_seed(s)
+    # and every GPU
+    torch.cuda.manual_seed_all(s)
+""",
+     'TNP110+',
+     """\
+import torch
+def set_seed(s):
+    torch.manual_seed(s)
+    # and every GPU
+"""),
+    ('seed_both', """\
+import torch
+torch.manual_seed(0)
+torch.cuda.manual_seed(0)
+torch.cuda.manual_seed_all(0)
+x = 1
+""",
+     'TNP110+ TNP110+',
+     """\
+import torch
+torch.manual_seed(0)
+x = 1
+"""),
+    ('seed_before', """\
+import torch
+torch.cuda.manual_seed(3)
+torch.manual_seed(3)
+""",
+     'TNP110+',
+     """\
+import torch
+torch.manual_seed(3)
+"""),
+    ('fstring_var', """\
+import torch
+def load(path, gpu_id: int):
+    loc = f"cuda:{gpu_id}"
+    return torch.load(path, map_location=loc)
+""",
+     'TNP002+',
+     """\
+import torch
+def load(path, gpu_id: int):
+    loc = f"{torch.accelerator.current_accelerator().type}:{gpu_id}" if torch.accelerator.is_available() else "cpu"
+    return torch.load(path, map_location=loc)
+"""),
+    ('indexed_anywhere', """\
+import torch
+maps = {"cuda:1": "cuda:0"}
+names = ["cuda:0"]
+""",
+     'TNP002+ TNP002+ TNP002+',
+     """\
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+maps = {accelerator.type + ":1" if torch.accelerator.is_available() else "cpu": accelerator.type + ":0" if torch.accelerator.is_available() else "cpu"}
+names = [accelerator.type + ":0" if torch.accelerator.is_available() else "cpu"]
+"""),
+    ('concat_var', """\
+import torch
+def f(rank):
+    where = "cuda:" + str(rank)
+    return where
+""",
+     'TNP002+',
+     """\
+import torch
+def f(rank):
+    where = (torch.accelerator.current_accelerator().type + ":") + str(rank) if torch.accelerator.is_available() else "cpu"
+    return where
+"""),
+    ('int_to', """\
+import os
+import torch
+local_rank = int(os.environ["LOCAL_RANK"])
+x = torch.ones(2).to(local_rank, non_blocking=True)
+""",
+     'TNP009+',
+     """\
+import os
+import torch
+local_rank = int(os.environ["LOCAL_RANK"])
+x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, local_rank), non_blocking=True)
+"""),
+    ('int_self_attr', """\
+import torch
+class Trainer:
+    def __init__(self, model, gpu_id: int):
+        self.gpu_id = gpu_id
+        self.model = model.to(gpu_id)
+    def step(self, x):
+        return self.model(x.to(self.gpu_id))
+""",
+     'TNP009+ TNP009+',
+     """\
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+class Trainer:
+    def __init__(self, model, gpu_id: int):
+        self.gpu_id = gpu_id
+        self.model = model.to(torch.device(accelerator.type, gpu_id))
+    def step(self, x):
+        return self.model(x.to(torch.device(accelerator.type, self.gpu_id)))
+"""),
+    ('int_self_attr_cuda', """\
+import os
+import torch
+class Trainer:
+    def __init__(self, model):
+        self.gpu_id = int(os.environ["LOCAL_RANK"])
+        self.model = model.cuda(self.gpu_id)
+""",
+     'TNP001+',
+     """\
+import os
+import torch
+class Trainer:
+    def __init__(self, model):
+        self.gpu_id = int(os.environ["LOCAL_RANK"])
+        self.model = model.to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, self.gpu_id))
+"""),
+    ('int_self_unknown', """\
+import torch
+class Trainer:
+    def __init__(self, gpu_id: int):
+        self.gpu_id = gpu_id
+    def stop(self):
+        self.gpu_id = None
+    def step(self, x):
+        return x.to(self.gpu_id)
+""",
+     '',
+     None),
+    ('hoist_functions', """\
+import os
+import torch
+
+SEED = 0
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+
+def f(x):
+    return x.to("cuda:0")
+
+
+def g(y):
+    return y.to("cuda:1")
+""",
+     'TNP002+ TNP002+',
+     """\
+import os
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+
+SEED = 0
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+
+def f(x):
+    return x.to(accelerator.type + ":0")
+
+
+def g(y):
+    return y.to(accelerator.type + ":1")
+"""),
+    ('int_factory', """\
+import torch
+def f(rank: int):
+    return torch.zeros(3, device=rank)
+""",
+     'TNP009+',
+     """\
+import torch
+def f(rank: int):
+    return torch.zeros(3, device=torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, rank))
+"""),
+    ('int_literal', """\
+import torch
+x = torch.ones(2).to(0)  # the first GPU
+y = torch.ones(2).to(device=1)
+""",
+     'TNP009+ TNP009+',
+     """\
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+x = torch.ones(2).to(torch.device(accelerator.type, 0))  # the first GPU
+y = torch.ones(2).to(device=torch.device(accelerator.type, 1))
+"""),
+    ('int_not_dtype', """\
+import torch
+x = torch.ones(2).to(torch.float16)
+y = torch.cuda.memory_allocated(0)
+""",
+     'TNP107+',
+     """\
+import torch
+x = torch.ones(2).to(torch.float16)
+y = torch.accelerator.memory_allocated(0) if torch.accelerator.is_available() else 0
+"""),
+    ('hoist_function', """\
+import torch
+def main(rank: int):
+    'Train.'
+    model = torch.nn.Linear(2, 2).cuda()
+    x = torch.ones(2, device="cuda")
+    return model(x).to(f"cuda:{rank}")
+""",
+     'TNP001+ TNP002+ TNP002+',
+     """\
+import torch
+def main(rank: int):
+    'Train.'
+    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+    model = torch.nn.Linear(2, 2).to(accelerator)
+    x = torch.ones(2, device=accelerator)
+    return model(x).to(f"{accelerator.type}:{rank}")
+"""),
+    ('hoist_module', """\
+import torch
+import torch.nn as nn
+
+model = nn.Linear(2, 2).to('cuda:0')
+x = torch.ones(2).to('cuda:0')
+""",
+     'TNP002+ TNP002+',
+     """\
+import torch
+import torch.nn as nn
+accelerator = torch.accelerator.current_accelerator() or torch.device('cpu')
+
+model = nn.Linear(2, 2).to(accelerator.type + ':0')
+x = torch.ones(2).to(accelerator.type + ':0')
+"""),
+    ('hoist_name_taken', """\
+import torch
+accelerator = None
+def f(x, y):
+    return x.to("cuda:0"), y.to("cuda:1")
+""",
+     'TNP002+ TNP002+',
+     """\
+import torch
+accelerator = None
+def f(x, y):
+    accelerator_device = torch.accelerator.current_accelerator() or torch.device("cpu")
+    return x.to(accelerator_device.type + ":0"), y.to(accelerator_device.type + ":1")
+"""),
+    ('hoist_once_inline', """\
+import torch
+def f(x):
+    return x.to("cuda:0")
+def g(y):
+    return y.to("cuda:1")
+""",
+     'TNP002+ TNP002+',
+     """\
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+def f(x):
+    return x.to(accelerator.type + ":0")
+def g(y):
+    return y.to(accelerator.type + ":1")
+"""),
+    ('hoist_nested', """\
+import torch
+def outer(x):
+    a = x.to("cuda:0")
+    def inner(y):
+        return y.to("cuda:1")
+    return a.to("cuda:1"), inner
+""",
+     'TNP002+ TNP002+ TNP002+',
+     """\
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+def outer(x):
+    a = x.to(accelerator.type + ":0")
+    def inner(y):
+        return y.to(accelerator.type + ":1")
+    return a.to(accelerator.type + ":1"), inner
+"""),
+    ('hoist_decorator', """\
+import torch
+def f():
+    @torch.cuda.amp.custom_fwd
+    def g(ctx, x):
+        return x.to("cuda:0")
+    return g
+""",
+     'TNP203+ TNP002+',
+     """\
+import torch
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+def f():
+    @torch.amp.custom_fwd(device_type=accelerator.type)
+    def g(ctx, x):
+        return x.to(accelerator.type + ":0")
+    return g
+"""),
 ]
 
 
@@ -1087,6 +1571,7 @@ def test_case(name, source, found, fixed):
     findings, new = scan_source(source, fix=True)
     assert " ".join(f"{f.code}{'+' if f.fixable else '-'}" for f in findings) == found
     assert new == (source if fixed is None else fixed)
+    assert "__tnp_" not in new, "a placeholder for the accelerator was left in the rewrite"
     again, newer = scan_source(new, fix=True)
     assert newer == new, "a second fix changed the file again"
     assert not any(f.fixable for f in again)

@@ -80,6 +80,8 @@ def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTN
                     if keyword(a) in ("device", "device_index"):
                         new_args = [as_positional(a)] + new_args[:i] + new_args[i + 1:]
             return upd.with_changes(func=target, args=tidy_commas(new_args))
+        if api.guarded_only and not sc.facts.guarded(call):
+            return None
         if api.absent is not None and not sc.facts.guarded(call):
             line = _alone_on_line(sc, call)
             if line is not None and api.absent == "None":
@@ -111,7 +113,7 @@ def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTN
     elif kind == "seed":
         if not _next_to_torch_seed(sc, call):
             return None
-        fixes[call] = lambda upd: upd.with_changes(func=target)
+        fixes.update(_removal(sc, call))
     elif kind == "autocast":
         if len(positional(args)) > len(rules.AUTOCAST_PARAMS):
             return None
@@ -163,6 +165,35 @@ def _next_to_torch_seed(sc: Reporter, call: cst.Call) -> bool:
                 break
             i += direction
     return False
+
+
+def _removal(sc: Reporter, call: cst.Call) -> dict[cst.CSTNode, Fix]:
+    """Fixes that drop the statement `call` makes, alone on its line or not. Comment lines above
+    it move down to the next statement (or to the end of the block), so no comment is lost."""
+    stmt = sc.facts.parent(call)
+    line = sc.facts.parent(stmt)
+    if len(line.body) > 1:
+        return {stmt: lambda upd: cst.RemovalSentinel.REMOVE}
+    fixes: dict[cst.CSTNode, Fix] = {line: lambda upd: cst.RemovalSentinel.REMOVE}
+    comments = list(line.leading_lines)
+    if not any(empty.comment is not None for empty in comments):
+        return fixes
+    block = sc.facts.parent(line)
+    body = list(block.body)
+    after = next((s for s in body[body.index(line) + 1:] if not _redundant_seed(sc, s)), None)
+    if after is not None:
+        fixes[after] = lambda upd: upd.with_changes(
+            leading_lines=[*comments, *upd.leading_lines])
+    elif hasattr(block, "footer"):
+        fixes[block] = lambda upd: upd.with_changes(footer=[*comments, *upd.footer])
+    else:
+        return {}  # a block without a footer to keep them in: leave the line
+    return fixes
+
+
+def _redundant_seed(sc: Reporter, stmt: cst.CSTNode) -> bool:
+    c = _only_call(stmt)
+    return c is not None and (sc.facts.qname(c.func) or "").startswith("torch.cuda.manual_seed")
 
 
 def _guard_statement(upd: cst.SimpleStatementLine) -> cst.If:

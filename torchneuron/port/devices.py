@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import rules
+from . import conditions, rules
 from .cst_util import (
     cuda_device_string,
     expr,
@@ -68,6 +68,27 @@ def pin_memory_device(sc: Reporter, call: cst.Call) -> None:
             sc.handled.add(id(arg.value))
             sc.report(arg, "TNP007", writes_torch=False, fixes={
                 call: lambda upd, i=i: upd.with_changes(args=remove_arg(upd.args, i))})
+
+
+def integer_device(sc: Reporter, call: cst.Call) -> None:
+    """`.to(rank)`, `torch.zeros(3, device=rank)`: an integer device means the current
+    accelerator, and fails where there is none; with the accelerator's type it runs anywhere."""
+    func = call.func
+    q = sc.facts.qname(func)
+    if isinstance(func, cst.Attribute) and func.attr.value == "to" and q is None:
+        found = find_arg(call.args, "device", 0)
+    elif (q or "").startswith("torch.") and not (q in rules.DEVICE_FIRST_ARG or q.startswith(
+            rules.DEVICE_MODULES) or q.startswith("torch.get_device_module")):
+        found = find_arg(call.args, "device")
+    else:
+        return
+    if found is None or any(a.star for a in call.args) or not sc.facts.is_index(found[1].value):
+        return
+    arg = found[1]
+    dev_type = sc.facts.device_type(call)
+    sc.report(arg.value, "TNP009", f"integer device `{_show(arg.value)}`", fixes={
+        arg.value: lambda upd: cst.Call(func=expr("torch.device"), args=tidy_commas(
+            [new_arg(expr(dev_type)), new_arg(upd)]))})
 
 
 def _in_map_location(sc: Reporter, node: cst.CSTNode) -> bool:
@@ -153,8 +174,8 @@ def device_string(sc: Reporter, node: cst.SimpleString | cst.FormattedString, va
         top, parent = parent, sc.facts.parent(parent)
     if isinstance(parent, cst.ComparisonTarget) or (
             isinstance(parent, cst.Comparison) and top is parent.left) or _in_comparison(
-            sc, parent):
-        sc.report(node, "TNP004", f"comparison with {_show(node)}")
+            sc, parent) or (top is node and conditions.parse(sc, sc.facts.parent(parent))):
+        conditions.comparison(sc, node)
         return
     code, accel_ok = "TNP008", False
     if isinstance(parent, cst.Arg):
@@ -170,11 +191,33 @@ def device_string(sc: Reporter, node: cst.SimpleString | cst.FormattedString, va
     elif isinstance(parent, cst.Element) and _is_choices(sc, parent):
         sc.report(node, "TNP005", f"choices offer {_show(node)}")
         return
+    if code == "TNP008" and ":" in value:
+        _held_device(sc, node, top, value)
+        return
     if code == "TNP008":
         sc.report(node, code, f"{_show(node)}")
         return
     sc.report(node, code, f"device {_show(node)}",
               fixes={node: _string_fix(sc, node, value, accel_ok)})
+
+
+def _held_device(sc: Reporter, node, top: cst.CSTNode, value: str) -> None:
+    """'cuda:0', f"cuda:{rank}", "cuda:" + str(rank) built where no call takes it: a device
+    wherever it is (held in a variable, it reaches `.to()` or `torch.load(map_location=...)`
+    later). Without an accelerator it becomes plain "cpu", the one spelling every API takes
+    (`torch.load` refuses "cpu:0")."""
+    inner = _string_fix(sc, node, value, False, guarded=True)
+    parent = sc.facts.parent(top)
+    q = node.end[0] if isinstance(node, cst.FormattedString) else same_quote(node)
+    if sc.facts.guarded(node):
+        fixes = {node: inner}
+    else:
+        def or_cpu(upd: cst.BaseExpression) -> cst.BaseExpression:
+            return fit(cst.IfExp(test=expr(rules.AVAILABLE), body=upd,
+                                 orelse=cst.SimpleString(f"{q}cpu{q}")), parent)
+        fixes = ({node: lambda upd: or_cpu(inner(upd))} if top is node
+                 else {node: inner, top: or_cpu})
+    sc.report(node, "TNP002", f"device {_show(node)}", fixes=fixes)
 
 
 def _device_arg(sc: Reporter, call: cst.CSTNode, arg: cst.Arg) -> tuple[str, bool]:
@@ -200,10 +243,13 @@ def _device_arg(sc: Reporter, call: cst.CSTNode, arg: cst.Arg) -> tuple[str, boo
     return "TNP008", False
 
 
-def _string_fix(sc: Reporter, node, value: str, accel_ok: bool) -> Fix:
+def _string_fix(sc: Reporter, node, value: str, accel_ok: bool,
+                guarded: bool = False) -> Fix:
+    """`guarded`: the result is used only where an accelerator is available."""
     parent = sc.facts.parent(node)
     if isinstance(node, cst.FormattedString):
-        dev_type = sc.facts.device_type(node, other_quote(node))
+        dev_type = (rules.GUARDED_TYPE if guarded
+                    else sc.facts.device_type(node, other_quote(node)))
 
         def fix_f(upd: cst.FormattedString) -> cst.CSTNode:
             head, *rest = upd.parts
@@ -214,7 +260,7 @@ def _string_fix(sc: Reporter, node, value: str, accel_ok: bool) -> Fix:
         return fix_f
     if value == "cuda" and accel_ok:
         return lambda upd: expr(rules.ACCEL)
-    dev_type = sc.facts.device_type(node, same_quote(node))
+    dev_type = rules.GUARDED_TYPE if guarded else sc.facts.device_type(node, same_quote(node))
     suffix = value[len("cuda"):]
     if not suffix:
         return lambda upd: expr(dev_type)

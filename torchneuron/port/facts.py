@@ -25,6 +25,7 @@ class Facts(cst.MetadataDependent):
         super().__init__()
         self.int_options: set[str] = set()  # argparse dests declared with type=int
         module.visit(_IntOptions(self.int_options))
+        self._int_attributes: dict[tuple[int, str], bool] = {}  # (class id, name) -> proven
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.get_metadata(ParentNodeProvider, node, None)
@@ -119,11 +120,26 @@ class Facts(cst.MetadataDependent):
                 node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo)):
             return self.is_index(node.left) and self.is_index(node.right)
         if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-            return node.attr.value in self.int_options and self.qname(node) is None
+            if node.attr.value in self.int_options and self.qname(node) is None:
+                return True
+            return self._int_attribute(node)
         if isinstance(node, cst.Name):
             values = self.assigned_values(node)
             return bool(values) and all(self.binds_int(v) for v in values)
         return False
+
+    def _int_attribute(self, node: cst.Attribute) -> bool:
+        """`self.gpu_id` in a method, where every `self.gpu_id = ...` of the class binds an int
+        (`self.gpu_id = gpu_id` from a parameter `gpu_id: int`, or `int(os.environ[...])`)."""
+        found = _method_of(self, node)
+        if found is None or node.value.value != found[1]:
+            return False
+        key = (id(found[0]), node.attr.value)
+        if key not in self._int_attributes:
+            self._int_attributes[key] = False  # while deciding: a cycle proves nothing
+            values = _attribute_values(self, found[0], node.attr.value)
+            self._int_attributes[key] = bool(values) and all(self.binds_int(v) for v in values)
+        return self._int_attributes[key]
 
     def binds_int(self, value: cst.CSTNode) -> bool:
         if isinstance(value, cst.Param):
@@ -150,6 +166,64 @@ class Facts(cst.MetadataDependent):
                 return "'" if parent.start.endswith('"') else '"'
             parent = self.parent(parent)
         return '"'
+
+
+def _method_of(facts: Facts, node: cst.CSTNode) -> tuple[cst.ClassDef, str] | None:
+    """(the class, the name of `self`) of the method `node` is in."""
+    func = facts.parent(node)
+    while func is not None and not isinstance(func, cst.FunctionDef):
+        func = facts.parent(func)
+    cls = facts.parent(facts.parent(func)) if func is not None else None
+    if not isinstance(cls, cst.ClassDef) or not func.params.params:
+        return None
+    return cls, func.params.params[0].name.value
+
+
+def _attribute_values(facts: Facts, cls: cst.ClassDef, attr: str) -> list[cst.CSTNode] | None:
+    """Every value a method of `cls` assigns to `self.<attr>`; None if one is not a plain
+    assignment (augmented, unpacked, ...)."""
+    values: list[cst.CSTNode] = []
+    for stmt in cls.body.body:
+        if not (isinstance(stmt, cst.FunctionDef) and stmt.params.params):
+            continue
+        me = stmt.params.params[0].name.value
+        for target, value in _self_assignments(stmt, me, attr):
+            if value is None:
+                return None
+            values.append(value)
+    return values
+
+
+def _self_assignments(func: cst.FunctionDef, me: str, attr: str):
+    """(target, value or None) for each binding of `me.<attr>` in `func`."""
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def _is_target(self, node) -> bool:
+            return (isinstance(node, cst.Attribute) and node.attr.value == attr
+                    and isinstance(node.value, cst.Name) and node.value.value == me)
+
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                if self._is_target(t.target):
+                    found.append((t.target, node.value))
+                elif isinstance(t.target, (cst.Tuple, cst.List)) and any(
+                        self._is_target(e.value) for e in t.target.elements):
+                    found.append((t.target, None))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if self._is_target(node.target):
+                found.append((node.target, node.value))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if self._is_target(node.target):
+                found.append((node.target, None))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is func  # a nested def's `self` is another name
+
+    func.visit(_Find())
+    return found
 
 
 class _IntOptions(cst.CSTVisitor):

@@ -1,5 +1,6 @@
-"""Applies the fixes a scan attached to a module, then settles imports: `import torch` where a
-fix wrote `torch.` and the module lacked it, and `from torch.cuda... import` lines left unused."""
+"""Applies the fixes a scan attached to a module, then settles imports (`import torch` where a
+fix wrote `torch.` and the module lacked it, and `from torch.cuda... import` lines left unused)
+and writes out the accelerator the fixes named (hoist.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
+from . import hoist
 from .cst_util import dotted_name
 from .findings import Scan
 
@@ -64,7 +66,7 @@ def rewrite(module: cst.Module, scan: Scan) -> cst.Module:
     if scan.needs_torch and not _imports_torch(new):
         AddImportsVisitor.add_needed_import(context, "torch")
         new = AddImportsVisitor(context).transform_module(new)
-    return new
+    return hoist.write_accelerator(new)
 
 
 def _imports_torch(module: cst.Module) -> bool:

@@ -34,9 +34,10 @@ RULES = _rules(
          "name the device with `torch.accelerator.current_accelerator()`"),
     Rule("TNP003", "`.is_cuda` tests for CUDA", None,
          "compare `x.device.type` with `torch.accelerator.current_accelerator().type`"),
-    Rule("TNP004", "comparison with the string 'cuda'", None,
-         "compare with `torch.accelerator.current_accelerator().type`, or test "
-         "`x.device.type != \"cpu\"`"),
+    Rule("TNP004", "device-type test against the string 'cuda'",
+         "a test of the device's own type (`torch.device(d).type`, `!= \"cpu\"`)",
+         "test the device's own type, `torch.device(d).type != \"cpu\"` (on neuron the test "
+         "is False: autocast, pinning or fused optimizers would silently switch off)"),
     Rule("TNP005", "command-line option defaults to or offers 'cuda'",
          "default becomes the current accelerator's type",
          "add the accelerator's type (`torch.accelerator.current_accelerator().type`) to "
@@ -48,6 +49,9 @@ RULES = _rules(
          "drop `pin_memory_device`; `pin_memory=True` pins for the current accelerator"),
     Rule("TNP008", "string 'cuda' outside a known device position", None,
          "if it names a device, use `torch.accelerator.current_accelerator().type`"),
+    Rule("TNP009", "integer device (`.to(rank)`): the current accelerator, an error without one",
+         "`torch.device(<accelerator type>, i)`",
+         "pass `torch.device(<accelerator type>, i)`"),
     # --- the torch.cuda runtime API -----------------------------------------------------------
     Rule("TNP101", "`torch.cuda.is_available()`", "`torch.accelerator.is_available()`", ""),
     Rule("TNP102", "`torch.cuda.device_count()`", "`torch.accelerator.device_count()`", ""),
@@ -64,12 +68,15 @@ RULES = _rules(
     Rule("TNP109", "`torch.cuda` streams", "`torch.Stream`, `torch.accelerator.current_stream()`",
          "use `torch.Stream` / `torch.accelerator.current_stream()`; `with stream:` sets it"),
     Rule("TNP110", "`torch.cuda.manual_seed(_all)`",
-         "`torch.manual_seed()` (next to an existing `torch.manual_seed` of the same seed)",
+         "removed where a `torch.manual_seed` of the same seed is next to it (it seeds every "
+         "device)",
          "`torch.manual_seed(s)` seeds every device (and the CPU)"),
     Rule("TNP111", "`torch.cuda.device()` context", "`torch.accelerator.device_index()`",
          "`torch.accelerator.device_index(i)` takes an index"),
-    Rule("TNP112", "CUDA device properties (name, capability, bf16 support)", None,
-         "query `torch.accelerator.get_device_capability()` or `torch.get_device_module()`"),
+    Rule("TNP112", "CUDA device properties (name, capability, bf16 support)",
+         "`torch.get_device_module().<query>()`, with a value for no accelerator unless the code "
+         "already tests for one",
+         "query `torch.get_device_module()` where an accelerator is known to be available"),
     Rule("TNP113", "`torch.cuda` RNG state", None,
          "use `torch.get_device_module().get_rng_state()` or "
          "`torch.random.fork_rng(device_type=...)`"),
@@ -127,20 +134,30 @@ RULES = _rules(
 # --- canonical expressions the fixes write ----------------------------------------------------
 # `current_accelerator()` is None without an accelerator; `.to(None)` and `device=None` in torch
 # factories mean "leave it / the default", so ACCEL is enough there. Everywhere else a real device
-# or type string is needed, so the fallback to the CPU is spelled out.
-ACCEL = "torch.accelerator.current_accelerator()"
+# or type string is needed, so the fallback to the CPU is spelled out (DEVICE).
+# The fixes write them as placeholder names; hoist.py writes the expression in their place, or,
+# in a function or module that uses them more than once, one name bound to DEVICE once.
+ACCEL_TEXT = "torch.accelerator.current_accelerator()"
 AVAILABLE = "torch.accelerator.is_available()"
+ACCEL = "__tnp_accelerator__"
+_DEVICE = {'"': "__tnp_device_dq__", "'": "__tnp_device_sq__"}  # by the quote of its "cpu"
+PLACEHOLDERS = {ACCEL: None, **{name: quote for quote, name in _DEVICE.items()}}
+HOIST_NAMES = ("accelerator", "accelerator_device", "current_accelerator_device")
+
+
+def device_text(quote: str = '"') -> str:
+    return f"{ACCEL_TEXT} or torch.device({quote}cpu{quote})"
 
 
 def device_expr(quote: str = '"') -> str:
-    return f"torch.accelerator.current_accelerator() or torch.device({quote}cpu{quote})"
+    return _DEVICE[quote]
 
 
 def device_type_expr(quote: str = '"') -> str:
-    return f"({device_expr(quote)}).type"
+    return f"{device_expr(quote)}.type"
 
 
-GUARDED_TYPE = "torch.accelerator.current_accelerator().type"  # only under an availability test
+GUARDED_TYPE = f"{ACCEL}.type"  # only under an availability test
 
 
 # --- the torch.cuda API -----------------------------------------------------------------------
@@ -151,9 +168,11 @@ class Api:
     kind: str = "rename"  # how the call is rewritten (see cuda_api._fix_api_call)
     absent: str | None = None  # the target raises without an accelerator: what to do instead
     bare: bool = False  # an uncalled reference (`f = torch.cuda.synchronize`) may be renamed
+    guarded_only: bool = False  # no `absent` value makes sense: rewritten only under a guard
 
 
 _A = "torch.accelerator."
+_DM = "torch.get_device_module()."
 _MEM_ZERO = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
 
 CUDA_API: dict[str, Api] = {
@@ -184,9 +203,12 @@ CUDA_API: dict[str, Api] = {
     "manual_seed_all": Api("TNP110", "torch.manual_seed", kind="seed"),
     "device": Api("TNP111", _A + "device_index", kind="index"),
     "device_of": Api("TNP111"),
-    **{n: Api("TNP112") for n in (
-        "get_device_name", "get_device_properties", "get_device_capability", "is_bf16_supported",
-        "is_tf32_supported", "get_arch_list", "get_gencode_flags")},
+    # Capability queries go to the current accelerator's own module (torch.neuron on neuron).
+    "is_bf16_supported": Api("TNP112", _DM + "is_bf16_supported", absent="False"),
+    "get_device_capability": Api("TNP112", _DM + "get_device_capability", absent="(0, 0)"),
+    "get_device_name": Api("TNP112", _DM + "get_device_name", absent='"cpu"'),
+    "get_device_properties": Api("TNP112", _DM + "get_device_properties", guarded_only=True),
+    **{n: Api("TNP112") for n in ("is_tf32_supported", "get_arch_list", "get_gencode_flags")},
     **{n: Api("TNP113") for n in (
         "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all", "seed",
         "seed_all", "initial_seed", "default_generators")},
@@ -268,6 +290,7 @@ ENV_VARS = {"CUDA_VISIBLE_DEVICES": "TNP601"}
 NCCL_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_")
 CUDA_ENV_PREFIXES = ("CUDA_", "PYTORCH_CUDA_", "PYTORCH_NO_CUDA_", "CUBLAS_", "CUDNN_")
 
-# A file none of whose text contains one of these cannot hold a finding: it is not parsed.
+# A file none of whose text contains one of these cannot hold a finding: it is not parsed. (An
+# integer device, `.to(local_rank)`, is looked for only where a rank or a GPU is named.)
 TRIGGERS = ("cuda", "CUDA", "nccl", "NCCL", "max-autotune", "reduce-overhead", "triton",
-            "DataParallel", "cudnn", "device_ids", "CUBLAS")
+            "DataParallel", "cudnn", "device_ids", "CUBLAS", "rank", "gpu", "GPU")

@@ -12,7 +12,7 @@ from typing import Callable
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from . import cuda_api, devices, rules
+from . import conditions, cuda_api, devices, rules
 from .cst_util import cuda_device_string, dotted_name, string_value
 from .facts import Facts
 from .findings import Finding, Fix, Scan
@@ -47,7 +47,8 @@ class Scanner(cst.CSTVisitor):
         text += f" -> {rule.fix}" if fixable and rule.fix else ""
         self.scan.findings.append(Finding(pos.line, pos.column + 1, code, text, fixable))
         for target, fix in (fixes or {}).items():
-            self.scan.fixes[id(target)] = fix
+            earlier = self.scan.fixes.get(id(target))
+            self.scan.fixes[id(target)] = fix if earlier is None else _then(earlier, fix)
         if fixable and writes_torch:
             self.scan.needs_torch = True
 
@@ -85,6 +86,10 @@ class Scanner(cst.CSTVisitor):
         elif q in rules.DATA_PARALLEL_FUNCS:
             self.report(node, "TNP503")
         devices.pin_memory_device(self, node)
+        devices.integer_device(self, node)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        conditions.idiom(self, node)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         if id(node) in self.handled:
@@ -148,6 +153,14 @@ class Scanner(cst.CSTVisitor):
             self.report(node, "TNP602", f"environment variable {value}")
         elif value.startswith(rules.CUDA_ENV_PREFIXES) and _env_name(value):
             self.report(node, "TNP603", f"environment variable {value}")
+
+
+def _then(first: Fix, second: Fix) -> Fix:
+    """Two fixes of one node (a statement rewritten, and comments moved onto it), in order."""
+    def both(upd: cst.CSTNode) -> cst.CSTNode:
+        upd = first(upd)
+        return second(upd) if isinstance(upd, cst.CSTNode) else upd
+    return both
 
 
 def _env_name(value: str) -> bool:

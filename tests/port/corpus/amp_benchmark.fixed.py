@@ -21,6 +21,7 @@ def get_args():
 
 
 def main():
+    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
     args = get_args()
     torch.manual_seed(0)
     model = nn.Sequential(
@@ -29,11 +30,11 @@ def main():
         nn.Linear(4 * args.width, args.width),
         nn.LayerNorm(args.width),
         nn.Linear(args.width, 1),
-    ).to(torch.accelerator.current_accelerator())
+    ).to(accelerator)
     if args.compile:
         model = torch.compile(model, mode="max-autotune")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+    scaler = torch.amp.GradScaler(accelerator.type)
     data = [(torch.randn(args.batch, args.width), torch.randn(args.batch, 1))
             for _ in range(args.steps)]
 
@@ -42,9 +43,9 @@ def main():
     t0 = time.perf_counter()
     losses = []
     for x, y in data:
-        x, y = x.to(torch.accelerator.current_accelerator(), non_blocking=True), y.to(torch.accelerator.current_accelerator(), non_blocking=True)
+        x, y = x.to(accelerator, non_blocking=True), y.to(accelerator, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16):
+        with torch.amp.autocast(device_type=accelerator.type, dtype=torch.bfloat16):
             loss = nn.functional.mse_loss(model(x).float(), y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)
@@ -56,7 +57,7 @@ def main():
     if torch.accelerator.is_available():
         start, end = torch.Event(enable_timing=True), torch.Event(enable_timing=True)
         start.record()
-        model(data[0][0].to(torch.accelerator.current_accelerator()))
+        model(data[0][0].to(accelerator))
         end.record()
         end.synchronize()
         print(f"one forward: {start.elapsed_time(end):.3f} ms")

@@ -23,6 +23,7 @@ class ToyModel(nn.Module):
 
 
 def main():
+    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--out", default="ddp_results.json")
@@ -30,11 +31,11 @@ def main():
 
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.accelerator.is_available(): torch.accelerator.set_device_index(local_rank)
-    dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
+    dist.init_process_group(backend=dist.get_default_backend_for_device(accelerator))
     rank, world_size = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)
-    model = ToyModel().to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, local_rank))
+    model = ToyModel().to(torch.device(accelerator.type, local_rank))
     ddp_model = DDP(model, device_ids=[local_rank] if torch.accelerator.is_available() else None, output_device=local_rank if torch.accelerator.is_available() else None)
     loss_fn = nn.MSELoss()
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
@@ -47,8 +48,8 @@ def main():
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         for x, y in loader:
-            x = x.to(f"{(torch.accelerator.current_accelerator() or torch.device('cpu')).type}:{local_rank}", non_blocking=True)
-            y = y.to(f"{(torch.accelerator.current_accelerator() or torch.device('cpu')).type}:{local_rank}", non_blocking=True)
+            x = x.to(f"{accelerator.type}:{local_rank}", non_blocking=True)
+            y = y.to(f"{accelerator.type}:{local_rank}", non_blocking=True)
             optimizer.zero_grad()
             loss = loss_fn(ddp_model(x), y)
             loss.backward()

@@ -7,12 +7,13 @@ import json
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
+accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description="Fine-tune BERT for classification")
     parser.add_argument("--device", type=str,
-                        default=torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu")
+                        default=accelerator.type if torch.accelerator.is_available() else "cpu")
     parser.add_argument("--fp16", action="store_true", help="mixed precision")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=5e-4)
@@ -44,7 +45,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     total_steps = len(train_loader) * args.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, 2, total_steps)
-    scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=args.fp16)
+    scaler = torch.amp.GradScaler(accelerator.type, enabled=args.fp16)
 
     losses = []
     model.train()
@@ -52,7 +53,7 @@ def main():
         for step, (input_ids, attention_mask, labels) in enumerate(train_loader):
             batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
             batch = {k: v.to(device) for k, v in batch.items()}
-            with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=args.fp16):
+            with torch.amp.autocast(device_type=accelerator.type, enabled=args.fp16):
                 loss = model(**batch).loss
             scaler.scale(loss).backward()
             scaler.unscale_(optimizer)

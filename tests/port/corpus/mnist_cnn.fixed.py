@@ -73,7 +73,6 @@ def main():
     use_cuda = not args.no_cuda and torch.accelerator.is_available()
 
     torch.manual_seed(args.seed)
-    torch.manual_seed(args.seed)
     torch.backends.cudnn.benchmark = True  # fixed input size
 
     device = torch.device(torch.accelerator.current_accelerator().type if use_cuda else "cpu")
