@@ -106,7 +106,7 @@ def test_a_citation_must_name_exactly_one_entry():
 
 @pytest.mark.parametrize("check", [
     ti.exists("torch._inductor.utils.no_such_function"),
-    ti.exists("torch._inductor.utils.get_current_backend", params=("device",)),
+    ti.exists("torch._inductor.utils.parallel_num_threads", params=("threads",)),
     ti.exists("torch.amp.GradScaler", members=("no_such_method",)),
     ti.exists("torch._inductor.config.cpu_backend", of_type=int),
     ti.defines("torch._tensor_str", "no_such_function"),
@@ -279,7 +279,7 @@ class SourceScan:
             if base:
                 self._patch(f"{base}.{name.value}" if isinstance(name, ast.Constant)
                             else f"{base}.?")
-            elif not self._is_not_torch(node.args[0]):
+            elif self._from_module_registry(node.args[0]):
                 self._patch(f"setattr({ast.unparse(node.args[0])}, {ast.unparse(name)})")
         elif isinstance(func, ast.Name) and func.id == "getattr":
             path = self.resolve(node)
@@ -289,6 +289,20 @@ class SourceScan:
             base = self.resolve(func.value)
             if base:
                 self._patch(base)
+
+    def _from_module_registry(self, expr: ast.AST) -> bool:
+        """A loop variable over sys.modules or a torch namespace: whatever it is, setting its
+        attributes patches modules found at run time."""
+        if not isinstance(expr, ast.Name):
+            return False
+        for loop in ast.walk(self.tree):
+            if (isinstance(loop, (ast.For, ast.comprehension))
+                    and any(isinstance(n, ast.Name) and n.id == expr.id
+                            for n in ast.walk(loop.target))
+                    and ("sys.modules" in ast.unparse(loop.iter)
+                         or any(self.resolve(n) for n in ast.walk(loop.iter)))):
+                return True
+        return False
 
     def _private_attribute_of_unknown(self, node: ast.Attribute) -> None:
         chain = []
@@ -380,6 +394,7 @@ def test_the_scan_finds_patches_and_private_names(source, expected):
     "import os\nos._exit",
     "import torch\ntorch.neuron._device_index(0)",
     "class A:\n    def f(self):\n        return self._private",
+    "def f(run, attr):\n    setattr(run, attr, 1)",
 ])
 def test_the_scan_ignores_public_and_own_names(source):
     assert not SourceScan(source).findings

@@ -510,7 +510,6 @@ _ADD_STUB = "PFvRNS_18TensorIteratorBaseERKN3c106ScalarEENS0_30add_stub_DECLARE_
 _MUL_STUB = "PFvRNS_18TensorIteratorBaseEENS0_30mul_stub_DECLARE_DISPATCH_type"
 _DIV_STUB = "PFvRNS_18TensorIteratorBaseEENS0_35div_true_stub_DECLARE_DISPATCH_type"
 _FILL_STUB = "PFvRNS_14TensorIteratorERKN3c106ScalarEENS0_31fill_stub_DECLARE_DISPATCH_type"
-_COPY_STUB = "PFvRNS_14TensorIteratorEbENS0_31copy_stub_DECLARE_DISPATCH_type"
 
 # The c10d::Work virtuals NeuronWork and DeferredWork inherit or call (their vtables).
 _WORK_VIRTUALS = (
@@ -973,10 +972,6 @@ ENTRIES: tuple[Internal, ...] = (
          "fill_/zero_ run the CPU's fill kernel on neuron memory",
          header("ATen/native/Fill.h", "fill_stub"),
          symbols=("_ZN2at6native9fill_stubE", *_stub_members(_FILL_STUB))),
-    _cpp("at::native::copy_stub", ("Memory.cpp",),
-         "every host/device copy runs the CPU's copy kernel on both sides' memory",
-         header("ATen/native/Copy.h", "copy_stub"),
-         symbols=("_ZN2at6native9copy_stubE", *_stub_members(_COPY_STUB))),
     _cpp("at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH)",
          ("Attention.cpp",),
          "SDPA asks this stub which fused kernel to use; neuron answers what the CPU answers",
@@ -1047,16 +1042,20 @@ ENTRIES: tuple[Internal, ...] = (
          "zero_ takes the CPU's memset shortcut below the CPU's parallel grain size",
          header("ATen/TensorIterator.h", "constexpr int64_t GRAIN_SIZE")),
     Internal(
-        "at::_ops::<op>::redispatch to the CPU key with neuron tensors", "relied on",
-        ("Matmul.cpp", "Attention.cpp"),
-        "mm/addmm/bmm and SDPA's kernel choice run the CPU kernel on neuron tensors; the CPU "
-        "kernels check shapes and dtypes but not devices",
+        "at::_ops::<op>::redispatch to the CPU key", "relied on",
+        ("Matmul.cpp", "Attention.cpp", "Memory.cpp", "Fill.cpp"),
+        "mm/addmm/bmm and SDPA's kernel choice run the CPU kernel on the neuron tensors "
+        "themselves (the CPU kernels check shapes and dtypes, not devices); copies and "
+        "one-element fills run the CPU's copy_/fill_ on CPU aliases",
         _all(header("ATen/ops/mm_ops.h", "struct TORCH_API mm_out", "redispatch("),
              header("ATen/ops/addmm_ops.h", "struct TORCH_API addmm_out"),
              header("ATen/ops/bmm_ops.h", "struct TORCH_API bmm_out"),
-             header("ATen/ops/_fused_sdp_choice_ops.h", "struct TORCH_API _fused_sdp_choice")),
+             header("ATen/ops/_fused_sdp_choice_ops.h", "struct TORCH_API _fused_sdp_choice"),
+             header("ATen/ops/copy_ops.h", "struct TORCH_API copy_ "),
+             header("ATen/ops/fill_ops.h", "struct TORCH_API fill__Scalar ")),
         covers=("at::_ops::mm_out::redispatch", "at::_ops::addmm_out::redispatch",
-                "at::_ops::bmm_out::redispatch", "at::_ops::_fused_sdp_choice::redispatch")),
+                "at::_ops::bmm_out::redispatch", "at::_ops::_fused_sdp_choice::redispatch",
+                "at::_ops::copy_::redispatch", "at::_ops::fill__Scalar::redispatch")),
     Internal(
         "c10::Dispatcher op introspection (getAllOpNames, hasKernelForDispatchKey)", "relied on",
         ("Fallback.cpp",),
@@ -1103,7 +1102,8 @@ ENTRIES: tuple[Internal, ...] = (
                     "tensor_factor"),
              _premul_sum_is_a_reduce_op),
         covers=("c10d::ReduceOp", "c10d::PreMulSumSupplement")),
-    _cpp("torch/csrc Python glue (THPVariable_Wrap, THPDtype)", ("CompileAllocation.cpp",),
+    _cpp("torch/csrc Python glue (THPVariable_Wrap, THPDtype, python_error)",
+         ("CompileAllocation.cpp", "Module.cpp"),
          "empty_strided_neuron is a bare CPython function for the compiled wrapper's speed",
          header("torch/csrc/Dtype.h", "THPDtype_Check", "scalar_type"),
          symbols=("_Z16THPVariable_WrapON2at10TensorBaseE", "THPDtypeType"),
