@@ -22,6 +22,13 @@ class ChipProfile:
     peak_bf16_flops_per_chip: float  # dense
     peak_fp8_flops_per_chip: float  # dense
     max_chips: int  # largest instance of this generation
+    # One physical NeuronCore's on-chip memories, as NKI kernels see them (kernels/nki/rules.py):
+    nc_version: str  # NKI's name for the NeuronCore generation (nki.isa.nc_version)
+    partitions: int  # SBUF/PSUM partitions = Tensor Engine rows
+    sbuf_bytes_per_partition: int
+    psum_bytes_per_partition: int
+    psum_banks: int  # a matmul accumulates into one bank (NeuronCore-v3) or up to all (v4)
+    matmul_moving_fmax: int  # largest moving free size of one nc_matmul, float32 PSUM output
 
     def logical_cores_per_chip(self, lnc: int) -> int:
         return self.neuron_cores_per_chip // lnc
@@ -46,6 +53,15 @@ PROFILES: dict[str, ChipProfile] = {
         peak_bf16_flops_per_chip=667e12,
         peak_fp8_flops_per_chip=1299e12,
         max_chips=16,
+        # NKI "Trainium2 Architecture Guide" (nki/guides/architecture/trainium2_arch): SBUF 28 MiB
+        # = 128 partitions of 224 KiB, PSUM 2 MiB = 128 partitions of 16 KiB in 8 banks of 2 KiB;
+        # nki.isa.nc_matmul: moving free size <= 512 on NeuronCore-v2/v3 (one PSUM bank of fp32).
+        nc_version="gen3",
+        partitions=128,
+        sbuf_bytes_per_partition=224 * 1024,
+        psum_bytes_per_partition=16 * 1024,
+        psum_banks=8,
+        matmul_moving_fmax=512,
     ),
     # AWS Trainium3 announcement (re:Invent, December 2025) and Neuron documentation
     # "Trainium3 Architecture": 8 NeuronCore-v4 per chip, 144 GiB HBM3e at 4.9 TB/s,
@@ -60,6 +76,15 @@ PROFILES: dict[str, ChipProfile] = {
         peak_bf16_flops_per_chip=671e12,
         peak_fp8_flops_per_chip=2517e12,
         max_chips=16,
+        # NKI "Trainium3 Architecture Guide" (nki/about/trainium3_arch): SBUF 32 MiB (128 x 256 KiB),
+        # PSUM unchanged at 2 MiB; nki.isa.nc_matmul: moving free size up to 4096 for a float32
+        # dst (8 PSUM banks) on NeuronCore-v4.
+        nc_version="gen4",
+        partitions=128,
+        sbuf_bytes_per_partition=256 * 1024,
+        psum_bytes_per_partition=16 * 1024,
+        psum_banks=8,
+        matmul_moving_fmax=4096,
     ),
 }
 

@@ -1,0 +1,65 @@
+"""nki.isa: the NeuronCore's instructions, destination-passing (dst first), as the software
+NeuronCore runs them. Instructions listed in UNSUPPORTED raise NkiUnsupportedError naming
+themselves; docs/nki.md lists both sets."""
+
+from __future__ import annotations
+
+from .context import current
+from .errors import NkiUnsupportedError, NkiValidationError  # noqa: F401  (nisa.NkiValidationError)
+from .isa_elementwise import (activation, activation_reduce, affine_select, dropout,  # noqa: F401
+                              exponential, iota, reciprocal, scalar_tensor_tensor,
+                              tensor_copy_predicated, tensor_scalar, tensor_tensor,
+                              tensor_tensor_scan)
+from .isa_enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode,  # noqa: F401
+                        nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine,
+                        unknown_engine, vector_engine)
+from .isa_memory import dma_copy, dma_transpose, memset, tensor_copy  # noqa: F401
+from .isa_reduce import (bn_aggr, bn_stats, max8, tensor_partition_reduce,  # noqa: F401
+                         tensor_reduce, tensor_scalar_reduce)
+from .isa_tensor_engine import nc_matmul, nc_transpose  # noqa: F401
+from .registers import (VirtualRegister, register_alloc, register_load,  # noqa: F401
+                        register_move, register_store)
+
+
+def get_nc_version() -> nc_version:
+    return nc_version[current().limits.nc_version]
+
+
+UNSUPPORTED = {
+    "nc_matmul_mx": "MX-format matmul (NeuronCore-v4 microscaling)",
+    "quantize_mx": "MX quantization (NeuronCore-v4 microscaling)",
+    "activate2": "the NeuronCore-v4 two-stage activation",
+    "dma_compute": "compute inside DMA engines",
+    "local_gather": "GpSimd cross-partition gather",
+    "nc_n_gather": "GpSimd in-partition gather",
+    "nc_stream_shuffle": "cross-partition shuffle",
+    "sendrecv": "NeuronCore-to-NeuronCore exchange in an LNC group",
+    "core_barrier": "NeuronCore barrier in an LNC group",
+    "rng": "the engines' random number generator",
+    "rand2": "the engines' random number generator",
+    "rand_set_state": "the engines' random number generator",
+    "rand_get_state": "the engines' random number generator",
+    "set_rng_seed": "the engines' random number generator",
+    "sequence_bounds": "segment bounds on GpSimd",
+    "nc_find_index8": "index search on the Vector Engine",
+    "nc_match_replace8": "match-replace on the Vector Engine",
+    "nonzero_with_count": "GpSimd nonzero compaction",
+    "tensor_scalar_cumulative": "cumulative Vector Engine accumulators",
+    "range_select": "range selection with Vector Engine accumulators",
+    "select_reduce": "selection with Vector Engine accumulators",
+    "tensor_copy_dynamic_src": "dynamic (register) addressing",
+    "tensor_copy_dynamic_dst": "dynamic (register) addressing",
+}
+
+
+def _unsupported(name: str, what: str):
+    def instruction(*args, **kwargs):
+        raise NkiUnsupportedError(f"nki.isa.{name} ({what}) is not supported by the software "
+                                  "NeuronCore; docs/nki.md lists the instructions it runs")
+    instruction.__name__ = name
+    return instruction
+
+
+for _name, _what in UNSUPPORTED.items():
+    globals()[_name] = _unsupported(_name, _what)
+del _name, _what

@@ -1,0 +1,89 @@
+"""@nki.jit: a kernel called with tensors runs on the software NeuronCore.
+
+The call wraps each tensor argument as an HBM tensor, runs the kernel function once per SPMD
+program (`kernel[grid](...)`, or once), checks every instruction against the selected
+NeuronCore's rules before it runs, and returns the kernel's HBM results as tensors of the
+caller's kind: neuron tensors for neuron inputs, CPU tensors for CPU inputs, numpy arrays for
+numpy inputs. Writes to arguments are committed only when the kernel returns, so a kernel that
+fails leaves them untouched. Called with the fake tensors of torch.compile's tracing, the kernel
+runs its rules and shapes only, and returns fake results.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import torch
+
+from .arguments import CallFrame
+from .context import KernelRun, running
+from .rules import resolve_target
+
+
+class Kernel:
+    def __init__(self, fn, platform_target=None, grid=(), **options):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.platform_target = platform_target
+        self.grid = tuple(grid)
+        self.options = options  # accepted for source compatibility (mode=, debug flags)
+
+    def __repr__(self) -> str:
+        return f"<NKI kernel {self.fn.__qualname__}>"
+
+    def __getitem__(self, grid) -> "Kernel":
+        """kernel[2](...) or kernel[gx, gy](...): the SPMD launch grid."""
+        grid = (grid,) if isinstance(grid, int) else tuple(int(g) for g in grid)
+        if not grid or any(g <= 0 for g in grid):
+            raise ValueError(f"{self!r}: launch grid {grid} must have positive sizes")
+        return Kernel(self.fn, self.platform_target, grid, **self.options)
+
+    @torch.compiler.disable
+    def __call__(self, *args, **kwargs):
+        return self.run(args, kwargs)
+
+    def run(self, args, kwargs):
+        name = self.fn.__qualname__
+        limits = resolve_target(self.platform_target)
+        frame = CallFrame(name, args, kwargs)
+        device = frame.device if frame.device.type != "meta" else None
+        run = KernelRun(limits, device, computes=not frame.tracing, grid=self.grid)
+        wrapped_args = [frame.wrap(a, self._arg_name(i)) for i, a in enumerate(args)]
+        wrapped_kwargs = {k: frame.wrap(v, k) for k, v in kwargs.items()}
+        programs = itertools.product(*(range(g) for g in self.grid)) if self.grid else [()]
+        result = None
+        try:
+            with running(run):
+                for program in programs:
+                    run.program_ids = program
+                    result = self.fn(*wrapped_args, **wrapped_kwargs)
+                outputs = frame.unwrap(result, run)
+        except BaseException as error:
+            for storage in run.staged:  # the arguments keep their contents
+                storage.data, storage.original = storage.original, None
+            if hasattr(error, "add_note"):
+                error.add_note(f"in NKI kernel {name} on the software NeuronCore "
+                               f"({limits.profile}, {limits.nc_version})")
+            raise
+        for storage in run.staged:
+            storage.commit()
+        return outputs
+
+    def _arg_name(self, index: int) -> str:
+        code = self.fn.__code__
+        names = code.co_varnames[:code.co_argcount]
+        return names[index] if index < len(names) else f"args[{index}]"
+
+
+def jit(fn=None, mode="auto", platform_target=None, **options):
+    """Decorates an NKI kernel: `@nki.jit`, `@nki.jit()` or `@nki.jit(platform_target="trn3")`."""
+    if fn is None:
+        return lambda f: Kernel(f, platform_target, mode=mode, **options)
+    return Kernel(fn, platform_target, mode=mode, **options)
+
+
+def simulate(kernel):
+    """nki.simulate(kernel)(*args): runs the kernel on the software NeuronCore (which is what
+    calling it does here); accepts @nki.jit kernels and plain functions."""
+    return kernel if isinstance(kernel, Kernel) else Kernel(kernel)
