@@ -19,8 +19,8 @@ from .tensor import NkiTensor
 
 
 def is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-    return isinstance(t, FakeTensor) or t.device.type == "meta"
+    """Fake tensors (torch.compile's tracing) and meta tensors have memory on no device."""
+    return t.untyped_storage().device.type == "meta"
 
 
 def tensors_in(value):
@@ -112,7 +112,7 @@ class CallFrame:
                                      f"{describe(t)}, which lives on chip; a kernel returns HBM "
                                      "tensors: nisa.dma_copy it into an nl.ndarray(..., "
                                      "buffer=nl.shared_hbm) and return that")
-        storage = t._storage
+        storage = t.storage
         if t.dtype.itemsize != storage.dtype.itemsize:
             raise NkiTypeError(f"NKI kernel {self.kernel_name} returns a reinterpreting view "
                                f"{describe(t)} of a different element size")

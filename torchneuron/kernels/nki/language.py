@@ -41,21 +41,21 @@ class NKIObject:
 class _TileSize:
     """nl.tile_size: the selected NeuronCore's tile limits."""
 
-    def _limits(self):
+    def limits(self):
         run = _active()
         if run is not None:
             return run.limits
         from .rules import resolve_target
         return resolve_target(None)
 
-    pmax = property(lambda self: self._limits().pmax)
-    psum_fmax = property(lambda self: self._limits().psum_bank_bytes // 4)
+    pmax = property(lambda self: self.limits().pmax)
+    psum_fmax = property(lambda self: self.limits().psum_bank_bytes // 4)
     gemm_stationary_fmax = property(lambda self: 128)
     gemm_moving_fmax = property(lambda self: 512)
     bn_stats_fmax = property(lambda self: 512)
     psum_min_align = property(lambda self: 4)
     sbuf_min_align = property(lambda self: 1)
-    total_available_sbuf_size = property(lambda self: self._limits().sbuf_bytes_per_partition)
+    total_available_sbuf_size = property(lambda self: self.limits().sbuf_bytes_per_partition)
 
 
 tile_size = _TileSize()

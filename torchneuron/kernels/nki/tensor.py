@@ -53,6 +53,10 @@ class NkiTensor:
     # ---- attributes ----------------------------------------------------------------------------
 
     @property
+    def storage(self) -> Storage:
+        return self._storage
+
+    @property
     def buffer(self):
         return self._storage.buffer
 
