@@ -270,7 +270,8 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     if not run.computes:
         return
     keep = cmp_op.binary(values.to(torch.float32), torch.zeros(1)) != 0
-    store(dst, torch.where(keep, matrix(on_true_tile), float(on_false_value)), run)
+    fill = torch.tensor(float(on_false_value)).to(torch.float32)  # FP32_MIN etc. round, not fail
+    store(dst, torch.where(keep, matrix(on_true_tile), fill), run)
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):

@@ -57,6 +57,7 @@ class Kernel:
             with running(run):
                 for program in programs:
                     run.program_ids = program
+                    run.hbm_counter = 0  # the k-th shared_hbm allocation is one tensor
                     result = self.fn(*wrapped_args, **wrapped_kwargs)
                 outputs = frame.unwrap(result, run)
         except BaseException as error:
