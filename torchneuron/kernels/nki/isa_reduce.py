@@ -37,8 +37,8 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
         fail("operator", f"{I}: op={op!r} is not a legal reduction operator")
     for role, t in (("dst", dst), ("data", data)):
         on_chip_operand(I, role, t, run.limits)
-    require_same_partitions(I, {"dst": dst, "data": data})
     axes = _reduce_axes(I, data, axis)
+    require_same_partitions(I, {"dst": dst, "data": data})
     kept = math.prod(data.shape[1:data.ndim - len(axes)])
     if elements_per_partition(dst) != kept:
         fail("free-size-mismatch", f"{I}: reducing axes {axes} of {describe(data)} leaves "
