@@ -84,6 +84,16 @@ class DeviceCheck {
   bool cpu_tensor_ = false;
 };
 
+// A `dtype=` argument (ScalarType or ScalarType?) that asks for float64 arithmetic:
+// sum(x, dtype=torch.float64) computes in float64 although no operand is float64.
+bool asks_float64(const c10::Argument& arg, const c10::IValue& v) {
+  if (!v.isInt()) return false;
+  c10::TypePtr type = arg.real_type();  // type() says int: a ScalarType travels as one
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  return type->kind() == c10::TypeKind::ScalarTypeType &&
+         is_float64_family(static_cast<c10::ScalarType>(v.toInt()));
+}
+
 bool is_optional_generator(const c10::Argument& arg) {
   const auto& type = arg.type();
   if (type->kind() == c10::TypeKind::GeneratorType) return true;
@@ -116,6 +126,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
     const c10::IValue& v = (*stack)[begin + i];
     if (v.isDevice()) {
       check.visit_device_arg(v.toDevice());
+    } else if (v.isInt()) {
+      has_float64 = has_float64 || asks_float64(arguments[i], v);
     } else {
       for_each_tensor(v, [&](const at::Tensor& t) {
         check.visit(t);

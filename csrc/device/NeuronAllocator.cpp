@@ -1,10 +1,12 @@
 #include "device/NeuronAllocator.h"
 
 #include "device/CurrentDevice.h"
+#include "device/Lifecycle.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sstream>
@@ -37,6 +39,8 @@ struct DeviceCache {
 // One lock for the whole allocator: a block's device must be found from its pointer alone
 // (raw deleters get nothing else), and the critical sections are a few hash operations.
 std::mutex g_mutex;
+// A fork waits for it (a child must never inherit it locked: its tensors free through it).
+[[maybe_unused]] const bool g_mutex_fork_safe = (hold_across_fork(g_mutex), true);
 std::unordered_map<void*, LiveBlock> g_live;
 DeviceCache g_devices[kMaxDevices];
 
@@ -143,13 +147,25 @@ void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
       raise_oom(device, size, reason.str());
     }
   }
-  void* p = rt::hbm_malloc(device, size);
+  rt::MallocFailure why;
+  void* p = rt::hbm_malloc(device, size, &why);
   if (p == nullptr && dc.cached_count > 0) {
     dc.stats.num_alloc_retries++;
     release_cache_locked(device);
-    p = rt::hbm_malloc(device, size);
+    why = rt::MallocFailure();
+    p = rt::hbm_malloc(device, size, &why);
   }
-  if (p == nullptr) raise_oom(device, size, "");
+  if (p == nullptr) {
+    std::ostringstream reason;
+    if (why.backing_exhausted) {
+      reason << "The host memory that backs the software NeuronCore's HBM has only "
+             << format_bytes(why.backing_available) << " available (of "
+             << format_bytes(rt::backing_memory_total())
+             << "), less than the configured HBM capacity allows; lower NEURON_HBM_BYTES or "
+                "free host memory. ";
+    }
+    raise_oom(device, size, reason.str());
+  }
   for_pools(size, [&](std::size_t i) {
     dc.stats.reserved_bytes[i].increase(size);
     dc.stats.segment[i].increase(1);
@@ -170,6 +186,7 @@ c10::DataPtr NeuronCachingAllocator::allocate(std::size_t nbytes) {
 c10::DataPtr NeuronCachingAllocator::allocate_on(
     c10::DeviceIndex device, std::size_t nbytes, c10::Device label) {
   check_device(device);
+  mark_initialized();  // the first device memory creates device state; refused in a bad fork
   if (nbytes == 0) return c10::DataPtr(nullptr, label);
   const std::size_t size = round_size(nbytes);
   void* p;
@@ -278,8 +295,11 @@ void NeuronCachingAllocator::resetPeakStats(c10::DeviceIndex device) {
 std::pair<std::size_t, std::size_t> NeuronCachingAllocator::getMemoryInfo(
     c10::DeviceIndex device) {
   check_device(device);
+  // Free is what an allocation could get: the device's free HBM, or less where the memory that
+  // backs it (host memory on the software NeuronCore) has less available.
   const std::size_t total = rt::hbm_capacity(device);
-  return {total - rt::hbm_in_use(device), total};
+  const std::size_t free = std::min(total - rt::hbm_in_use(device), rt::backing_memory_available());
+  return {free, total};
 }
 
 void NeuronCachingAllocator::set_memory_fraction(double fraction, c10::DeviceIndex device) {

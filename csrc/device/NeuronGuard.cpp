@@ -55,12 +55,14 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override {
     const auto index = d.index() < 0 ? current_device() : d.index();
+    check_device(index);  // indexes the per-device stream table below
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(static_type, index),
                        t_current_stream[index]);
   }
 
   c10::Stream getDefaultStream(c10::Device d) const override {
     const auto index = d.index() < 0 ? current_device() : d.index();
+    check_device(index);
     return c10::Stream(c10::Stream::DEFAULT, c10::Device(static_type, index));
   }
 
@@ -87,7 +89,11 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
-    return static_cast<c10::DeviceIndex>(rt::device_count());
+    try {
+      return static_cast<c10::DeviceIndex>(rt::device_count());
+    } catch (...) {
+      return 0;  // a bad configuration: no device (torch.neuron's calls say why)
+    }
   }
 
   // Streams: work on the software NeuronCore completes before the issuing call returns, so

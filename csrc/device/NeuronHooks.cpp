@@ -3,6 +3,7 @@
 #include "device/NeuronHooks.h"
 
 #include "device/CurrentDevice.h"
+#include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
 #include "runtime/NeuronRuntime.h"
@@ -55,11 +56,13 @@ class PinnedMemoryAllocator final : public c10::Allocator {
 
  private:
   static std::mutex mutex_;
+  static const bool fork_safe_;  // a fork waits for mutex_ (see device/Lifecycle.h)
   static std::unordered_set<void*> pinned_;
 };
 
 std::mutex PinnedMemoryAllocator::mutex_;
 std::unordered_set<void*> PinnedMemoryAllocator::pinned_;
+const bool PinnedMemoryAllocator::fork_safe_ = (hold_across_fork(mutex_), true);
 
 PinnedMemoryAllocator& pinned_allocator() {
   static PinnedMemoryAllocator instance;

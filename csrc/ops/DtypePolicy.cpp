@@ -1,5 +1,7 @@
 #include "ops/DtypePolicy.h"
 
+#include "device/Lifecycle.h"
+
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@ namespace {
 
 std::atomic<Float64Policy> g_policy{Float64Policy::kError};
 std::mutex g_mutex;
+[[maybe_unused]] const bool g_mutex_fork_safe = (hold_across_fork(g_mutex), true);
 // Replaced whole on reconfiguration, so readers need no lock past the pointer copy.
 std::shared_ptr<const std::unordered_set<std::string>> g_exempt =
     std::make_shared<const std::unordered_set<std::string>>();
@@ -41,9 +44,9 @@ void enforce_float64_policy(const c10::OperatorName& op) {
     exempt = g_exempt;
   }
   if (exempt->count(op.name) != 0) return;
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: ", op, " got a float64 (or complex128) tensor, and Trainium "
-                   "has no float64 arithmetic. Use float32, or set NEURON_FLOAT64=allow to "
-                   "compute in float64 as the CPU does.");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: ", op, " got a float64 (or complex128) tensor or "
+                              "dtype, and Trainium has no float64 arithmetic. Use float32, or "
+                              "set NEURON_FLOAT64=allow to compute in float64 as the CPU does.");
 }
 
 }  // namespace torchneuron

@@ -7,6 +7,7 @@
 #include "aten/KernelScope.h"
 #include "compile/CompileAllocation.h"
 #include "device/CurrentDevice.h"
+#include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
 #include "device/NeuronHooks.h"
@@ -14,6 +15,7 @@
 #include "ops/DtypePolicy.h"
 #include "runtime/NeuronRuntime.h"
 
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
@@ -35,6 +37,21 @@ py::list memory_snapshot() {
   return out;
 }
 
+// torchneuron.runtime.device_state.configure, called by the runtime when a device query finds it
+// unconfigured. A Python error (ConfigError) travels as torch's python_error, so it reaches the
+// caller with its own type through ATen's error handling.
+py::object* g_configurator = nullptr;
+
+void call_configurator() {
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_configurator)();
+  } catch (py::error_already_set& e) {
+    e.restore();
+    throw python_error();
+  }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -42,11 +59,22 @@ PYBIND11_MODULE(_C, m) {
 
   // Registration steps, each called once from torchneuron/__init__.py, in its order.
   m.def("_configure", &tn::rt::configure);
+  m.def("_set_lazy_configurator", [](py::function fn) {
+    if (g_configurator == nullptr) g_configurator = new py::object();  // lives as long as _C
+    *g_configurator = std::move(fn);
+    tn::rt::set_lazy_configurator(&call_configurator);
+  });
   m.def("_register_hooks", &tn::register_hooks);
   m.def("_install_kernel_cpu_allocator", &tn::install_kernel_cpu_allocator);
   m.def("_route_to_cpu_kernels", &tn::route_to_cpu_kernels);
 
   m.def("_is_configured", &tn::rt::configured);
+  m.def("_init", &tn::mark_initialized);
+  m.def("_is_initialized", &tn::is_initialized);
+  m.def("_is_in_bad_fork", &tn::in_bad_fork);
+  m.def("_check_not_in_bad_fork", &tn::check_not_in_bad_fork);
+  m.def("_backing_memory_total", &tn::rt::backing_memory_total);
+  m.def("_backing_memory_available", &tn::rt::backing_memory_available);
   m.def("_device_count", &tn::rt::device_count);
   m.def("_hbm_capacity", &tn::rt::hbm_capacity);
   m.def("_get_device", [] { return static_cast<int>(tn::current_device()); });

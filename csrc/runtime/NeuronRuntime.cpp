@@ -3,10 +3,13 @@
 // fails at the same point it would on the chip.
 #include "NeuronRuntime.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,11 +26,62 @@ struct DeviceState {
   std::atomic<std::size_t> in_use{0};
 };
 
+// Reading the host's free memory costs ~10 us, so it is asked for every allocation of at least
+// kCheckAlways bytes and otherwise once per kCheckEvery bytes allocated since the last ask: a
+// run of small allocations cannot exhaust the host between two asks by more than that.
+constexpr std::size_t kCheckAlways = std::size_t(1) << 20;
+constexpr std::size_t kCheckEvery = std::size_t(64) << 20;
+std::atomic<std::size_t> g_unchecked_bytes{0};
+
 int g_device_count = 0;
 std::atomic<bool> g_configured{false};
+std::atomic<void (*)()> g_configurator{nullptr};
+
+// No lock around the configurator: it takes its own (a C++ lock held while it waits for the
+// Python interpreter would deadlock against a thread that holds the interpreter and queries).
+void ensure_configured() {
+  if (g_configured.load(std::memory_order_acquire)) return;
+  if (auto fn = g_configurator.load()) fn();
+}
 DeviceState g_devices[kMaxDevices];
 
+constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+
+// A "Key:   123 kB" line of /proc/meminfo, in bytes; kUnlimited when absent.
+std::size_t meminfo_bytes(const char* key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name, unit;
+  std::size_t kb = 0;
+  while (in >> name >> kb) {
+    std::getline(in, unit);
+    if (name == key) return kb * 1024;
+  }
+  return kUnlimited;
+}
+
+// A number in a cgroup file; kUnlimited when absent, "max", or the v1 "no limit" value.
+std::size_t cgroup_bytes(const char* path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return kUnlimited;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  return v >= (1ULL << 62) ? kUnlimited : static_cast<std::size_t>(v);
+}
+
+struct CgroupMemory {
+  std::size_t limit, usage;
+};
+
+CgroupMemory cgroup_memory() {
+  std::size_t limit = cgroup_bytes("/sys/fs/cgroup/memory.max");  // cgroup v2
+  if (limit != kUnlimited) return {limit, cgroup_bytes("/sys/fs/cgroup/memory.current")};
+  limit = cgroup_bytes("/sys/fs/cgroup/memory/memory.limit_in_bytes");  // cgroup v1
+  if (limit != kUnlimited) return {limit, cgroup_bytes("/sys/fs/cgroup/memory/memory.usage_in_bytes")};
+  return {kUnlimited, 0};
+}
+
 void check_device(int device) {
+  ensure_configured();
   if (device < 0 || device >= g_device_count) {
     throw std::out_of_range(
         "neuron runtime: device index " + std::to_string(device) + " is out of range (" +
@@ -47,8 +101,10 @@ void configure(int device_count, std::size_t hbm_bytes_per_device) {
   for (int i = 0; i < kMaxDevices; ++i) {
     g_devices[i].capacity = i < device_count ? hbm_bytes_per_device : 0;
   }
-  g_configured = true;
+  g_configured.store(true, std::memory_order_release);
 }
+
+void set_lazy_configurator(void (*fn)()) { g_configurator.store(fn); }
 
 bool configured() { return g_configured; }
 
@@ -56,7 +112,10 @@ Capabilities capabilities() {
   return Capabilities{/*host_addressable_memory=*/true, /*name=*/"software NeuronCore"};
 }
 
-int device_count() { return g_device_count; }
+int device_count() {
+  ensure_configured();
+  return g_device_count;
+}
 
 std::size_t hbm_capacity(int device) {
   check_device(device);
@@ -68,9 +127,30 @@ std::size_t hbm_in_use(int device) {
   return g_devices[device].in_use.load();
 }
 
-void* hbm_malloc(int device, std::size_t bytes) {
+std::size_t backing_memory_total() {
+  return std::min(meminfo_bytes("MemTotal:"), cgroup_memory().limit);
+}
+
+std::size_t backing_memory_available() {
+  std::size_t available = meminfo_bytes("MemAvailable:");
+  const CgroupMemory cg = cgroup_memory();
+  if (cg.limit != kUnlimited) available = std::min(available, cg.limit - std::min(cg.limit, cg.usage));
+  return available;
+}
+
+void* hbm_malloc(int device, std::size_t bytes, MallocFailure* why) {
   check_device(device);
   DeviceState& d = g_devices[device];
+  // The host must be able to back the bytes, or the kernel kills the process when they are
+  // touched: refuse them here, where the caller can raise an out-of-memory error instead.
+  if (bytes >= kCheckAlways || g_unchecked_bytes.fetch_add(bytes) + bytes >= kCheckEvery) {
+    g_unchecked_bytes.store(0);
+    const std::size_t available = backing_memory_available();
+    if (bytes > available) {
+      if (why != nullptr) *why = MallocFailure{true, available};
+      return nullptr;
+    }
+  }
   // Reserve the bytes first so that two threads can never both pass the capacity check.
   std::size_t before = d.in_use.fetch_add(bytes);
   if (before + bytes > d.capacity) {

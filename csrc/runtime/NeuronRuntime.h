@@ -22,17 +22,37 @@ struct Capabilities {
 };
 Capabilities capabilities();
 
-// Set once, before the first device call, from the Python configuration (profile + env).
+// Set once, from the Python configuration (profile + env): by torch.neuron's first call, or
+// lazily, through the configurator, by the first device query that finds the runtime
+// unconfigured (a neuron tensor made before any torch.neuron call).
 void configure(int device_count, std::size_t hbm_bytes_per_device);
 bool configured();
+// `fn` reads the configuration and calls configure(), or throws (a bad configuration): the
+// error reaches the device query's caller, and the next query asks again.
+void set_lazy_configurator(void (*fn)());
 
 int device_count();
 std::size_t hbm_capacity(int device);
 std::size_t hbm_in_use(int device);
 
-// Raw device memory, like cudaMalloc/cudaFree: returns nullptr when the device's HBM is full.
-void* hbm_malloc(int device, std::size_t bytes);
+// Why hbm_malloc returned nullptr.
+struct MallocFailure {
+  // The memory that backs device memory could not provide the bytes, although the device's HBM
+  // capacity could (the software NeuronCore on a host with less free memory than its HBM).
+  bool backing_exhausted = false;
+  std::size_t backing_available = 0;  // bytes it could still provide, when backing_exhausted
+};
+
+// Raw device memory, like cudaMalloc/cudaFree: returns nullptr when the device's HBM is full,
+// or when the memory backing it cannot provide the bytes (then `why` says so).
+void* hbm_malloc(int device, std::size_t bytes, MallocFailure* why = nullptr);
 void hbm_free(int device, void* ptr, std::size_t bytes);
+
+// The memory behind device memory: for the software NeuronCore, host memory ("available" is
+// MemAvailable, and the cgroup's limit less its usage where a limit is set); a runtime whose
+// device memory is separate answers SIZE_MAX for both.
+std::size_t backing_memory_total();
+std::size_t backing_memory_available();
 
 // Host <-> device and device <-> device transfers.
 void memcpy(void* dst, const void* src, std::size_t bytes);

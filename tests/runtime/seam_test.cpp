@@ -42,6 +42,27 @@ bool throws(Fn fn) {
 
 constexpr std::size_t kCapacity = 1 << 20;
 
+int g_lazy_calls = 0;
+
+void lazy_configuration() {
+  // Unconfigured: a device query asks the configurator, and its error reaches the caller.
+  rt::set_lazy_configurator([] {
+    ++g_lazy_calls;
+    throw std::invalid_argument("bad configuration");
+  });
+  CHECK(!rt::configured());
+  CHECK(throws<std::invalid_argument>([] { rt::device_count(); }));
+  CHECK(throws<std::invalid_argument>([] { rt::hbm_capacity(0); }));  // asked again
+  CHECK(g_lazy_calls == 2);
+  rt::set_lazy_configurator([] {
+    ++g_lazy_calls;
+    rt::configure(3, kCapacity);
+  });
+  CHECK(rt::device_count() == 3);
+  CHECK(rt::device_count() == 3);
+  CHECK(g_lazy_calls == 3);  // configured: never asked again
+}
+
 void configuration() {
   CHECK(throws<std::invalid_argument>([] { rt::configure(-1, kCapacity); }));
   CHECK(throws<std::invalid_argument>([] { rt::configure(65, kCapacity); }));
@@ -139,15 +160,35 @@ void clock_and_synchronize() {
   CHECK(throws<std::out_of_range>([] { rt::synchronize(2); }));
 }
 
+void backing_memory() {
+  const std::size_t total = rt::backing_memory_total();
+  const std::size_t available = rt::backing_memory_available();
+  CHECK(total > 0 && available > 0);
+  CHECK(available <= total);
+  // A device whose HBM would hold more than the host can back: the host decides, and says so.
+  rt::configure(1, std::size_t(1) << 60);
+  rt::MallocFailure why;
+  CHECK(rt::hbm_malloc(0, total + (std::size_t(1) << 30), &why) == nullptr);
+  CHECK(why.backing_exhausted);
+  CHECK(why.backing_available > 0 && why.backing_available <= total);
+  CHECK(rt::hbm_in_use(0) == 0);  // nothing stays reserved
+  // Within what the host can back: granted as before.
+  void* p = rt::hbm_malloc(0, std::size_t(4) << 20, &why);
+  CHECK(p != nullptr);
+  rt::hbm_free(0, p, std::size_t(4) << 20);
+}
+
 }  // namespace
 
 int main() {
+  lazy_configuration();
   configuration();
   capabilities();
   allocation_and_capacity();
   concurrent_allocation_never_exceeds_capacity();
   copies();
   clock_and_synchronize();
+  backing_memory();
   std::printf("%d checks, %d failed\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
 }

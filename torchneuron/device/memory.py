@@ -103,6 +103,8 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
     out = [line, f"|{' PyTorch neuron memory summary, device ID ' + str(index):<{width}}|",
            f"|{'  ' + get_device_name(index):<{width}}|",
            f"|{f'  free {fmt_bytes(free)} of {fmt_bytes(total)}':<{width}}|",
+           *([f"|{f'  configured HBM exceeds the host memory that backs it ({fmt_bytes(host)})':<{width}}|"]
+             if (host := _C._backing_memory_total()) < total else []),
            f"|{'  alloc retries: ' + str(stats.get('num_alloc_retries', 0)) + '  OOMs: ' + str(stats.get('num_ooms', 0)):<{width}}|",
            line,
            f"| {'Metric':<25}| {'Cur Usage':>10} | {'Peak Usage':>10} | {'Tot Alloc':>10} | {'Tot Freed':>9} |",

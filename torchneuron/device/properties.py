@@ -14,9 +14,6 @@ from ._index import _device_index, _device_t
 __all__ = ["get_device_properties", "get_device_name", "get_device_capability",
            "get_amp_supported_dtype", "is_bf16_supported"]
 
-_CONFIG = _config.current()
-
-
 @dataclass(frozen=True)
 class _NeuronDeviceProperties:
     name: str
@@ -30,6 +27,9 @@ class _NeuronDeviceProperties:
     major: int = 0
     minor: int = 0
     multi_processor_count: int = 1
+    # The configured HBM capacity exceeds the host memory that backs the software NeuronCore:
+    # allocations beyond what the host can provide raise torch.OutOfMemoryError.
+    host_memory_limited: bool = False
 
     def __repr__(self) -> str:
         return (f"_NeuronDeviceProperties(name='{self.name}', total_memory="
@@ -39,7 +39,8 @@ class _NeuronDeviceProperties:
 
 def get_device_properties(device: _device_t = None) -> _NeuronDeviceProperties:
     index = _device_index(device)
-    p, lnc = _CONFIG.profile, _CONFIG.logical_nc_config
+    config = _config.current()
+    p, lnc = config.profile, config.logical_nc_config
     return _NeuronDeviceProperties(
         name=get_device_name(index),
         total_memory=_C._hbm_capacity(index),
@@ -50,13 +51,15 @@ def get_device_properties(device: _device_t = None) -> _NeuronDeviceProperties:
         peak_fp8_flops=p.per_device(p.peak_fp8_flops_per_chip, lnc),
         memory_bandwidth=p.per_device(p.hbm_bandwidth_bytes_per_s, lnc),
         multi_processor_count=lnc,
+        host_memory_limited=_C._hbm_capacity(index) > _C._backing_memory_total(),
     )
 
 
 def get_device_name(device: _device_t = None) -> str:
     index = _device_index(device)
-    core = _CONFIG.visible_cores[index]
-    return f"{_CONFIG.profile.name} NeuronCore {core} (software, LNC={_CONFIG.logical_nc_config})"
+    config = _config.current()
+    core = config.visible_cores[index]
+    return f"{config.profile.name} NeuronCore {core} (software, LNC={config.logical_nc_config})"
 
 
 def get_device_capability(device: _device_t = None) -> tuple[int, int]:

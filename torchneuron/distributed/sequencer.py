@@ -21,6 +21,7 @@ one is.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from typing import Any, Callable
@@ -32,6 +33,17 @@ from . import agreement, agreement_channel
 
 _sequencers: dict[str, "Sequencer"] = {}
 _lock = threading.Lock()
+
+
+def _forget_parent_threads() -> None:
+    """In a forked child the sequencing threads do not exist and `_lock` may have been held by
+    one of them: start from nothing (the child cannot use the parent's groups anyway)."""
+    global _lock
+    _lock = threading.Lock()
+    _sequencers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_parent_threads)
 
 
 class Sequencer:

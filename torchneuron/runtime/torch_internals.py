@@ -565,6 +565,19 @@ ENTRIES: tuple[Internal, ...] = (
                  '_seed_all_name = "manual_seed_all"'),
         covers=("torch.neuron._is_in_bad_fork",)),
 
+    # ---- device
+    Internal(
+        "torch.multiprocessing.reductions.reduce_storage", "relied on",
+        ("torchneuron/device/ipc.py",),
+        "every tensor torch.multiprocessing sends reduces through its storage; a neuron storage "
+        "is reduced to an error the receiver raises (no IPC for neuron memory yet), the rest "
+        "through torch's own reduce_storage",
+        _all(defines("torch.multiprocessing.reductions", "reduce_storage", params=("storage",)),
+             contains("torch.multiprocessing.reductions", "reduce_tensor",
+                      "storage = tensor._typed_storage()"),
+             contains("torch.multiprocessing.reductions", "reduce_typed_storage",
+                      "storage._untyped_storage"))),
+
     # ---- ops
     Internal(
         "torch._tensor_str._tensor_str", "patched", ("torchneuron/ops/dtype_policy.py",),

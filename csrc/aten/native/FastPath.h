@@ -7,6 +7,7 @@
 #include "aten/Float64Gate.h"
 #include "aten/HostAccess.h"
 
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 
 #include <initializer_list>
@@ -32,6 +33,20 @@ inline bool cpu_kernel_takes(std::initializer_list<const at::Tensor*> operands) 
     }
   }
   return fast_path_dtype(dtype);
+}
+
+// A dtype whose CPU matmul kernel (mm/addmm/bmm) calls BLAS or ATen's own loops on raw pointers.
+// bfloat16 and float16 (and float32 when torch.backends.mkldnn's matmul precision is bf16/tf32)
+// go to oneDNN, which rejects tensors that are not CPU tensors, and ATen's CPU kernel answers
+// that by turning torch.backends.mkldnn off for the whole process: those take the fallback, whose
+// CPU aliases are CPU tensors.
+inline bool blas_matmul_dtype(c10::ScalarType t) {
+  if (t == c10::kFloat) {
+    const auto precision = at::globalContext().float32Precision(at::Float32Backend::MKLDNN,
+                                                                at::Float32Op::MATMUL);
+    return precision != at::Float32Precision::BF16 && precision != at::Float32Precision::TF32;
+  }
+  return t == c10::kComplexFloat || c10::isIntegralType(t, /*includeBool=*/false);
 }
 
 }  // namespace torchneuron

@@ -4,10 +4,11 @@
 // memset to zero, everything else runs the CPU implementation of fill_stub on a TensorIterator
 // over the neuron tensor. Through the fallback each cost a CPU alias and a boxed call.
 #include "aten/CpuStubs.h"  // first: before any ATen header
+#include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
 #include "aten/HostAccess.h"
 
-#include <ATen/Dispatch_v2.h>
+#include <ATen/ops/fill_ops.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Fill.h>
 #include <c10/util/accumulate.h>
@@ -18,24 +19,18 @@
 namespace torchneuron {
 namespace {
 
-// The CPU's fill for one element (ATen's scalar_fill): the value converted with Scalar::to,
-// which raises on overflow exactly as the TensorIterator kernel does.
-void fill_one(at::Tensor& self, const c10::Scalar& value) {
-  AT_DISPATCH_V2(
-      self.scalar_type(), "fill_neuron",
-      AT_WRAP([&] { *static_cast<scalar_t*>(self.data_ptr()) = value.to<scalar_t>(); }),
-      c10::kComplexHalf, c10::kHalf, c10::kBool, c10::kBFloat16,
-      AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), AT_EXPAND(AT_FLOAT8_TYPES),
-      AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES));
-}
-
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (!host_addressable()) {
     call_through_fallback("aten::fill_", "Scalar", self, value);
     return self;
   }
   if (self.numel() == 1) {
-    fill_one(self, value);
+    // The CPU fills one element its own way (ATen's scalar_fill, which libtorch does not export:
+    // a float16, bfloat16 or float8 value out of range becomes inf or saturates there, where the
+    // iterator's kernel below raises), so the CPU's fill_ runs on an alias.
+    AliasSession session(self.device().index());
+    at::Tensor alias = session.to_cpu(self);
+    at::_ops::fill__Scalar::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), alias, value);
     return self;
   }
   auto iter = at::TensorIteratorConfig()

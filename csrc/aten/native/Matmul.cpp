@@ -7,8 +7,9 @@
 //
 // The CPU kernel checks shapes and dtypes (with the CPU's messages) but not devices, and it does
 // not know the device's float64 policy: only operands that are all neuron tensors of one
-// device, strided, of one dtype other than float64 take this path; the fallback takes every
-// other case and raises what it must.
+// device, strided, of one dtype other than float64 take this path, and only dtypes for which
+// the CPU kernel never reaches oneDNN (see blas_matmul_dtype); the fallback takes every other
+// case and raises what it must.
 #include "aten/Fallback.h"
 #include "aten/native/FastPath.h"
 
@@ -18,10 +19,16 @@
 #include <ATen/ops/mm_ops.h>
 #include <torch/library.h>
 
+#include <initializer_list>
+
 namespace torchneuron {
 namespace {
 
 const c10::DispatchKeySet kCpuKernel(c10::DispatchKey::CPU);
+
+bool blas_takes(std::initializer_list<const at::Tensor*> operands) {
+  return cpu_kernel_takes(operands) && blas_matmul_dtype((*operands.begin())->scalar_type());
+}
 
 // The result the CPU's functional kernel allocates: contiguous, the first operand's options.
 at::Tensor new_result(c10::IntArrayRef sizes, const at::Tensor& like) {
@@ -29,7 +36,7 @@ at::Tensor new_result(c10::IntArrayRef sizes, const at::Tensor& like) {
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  if (cpu_kernel_takes({&self, &mat2, &out})) {
+  if (blas_takes({&self, &mat2, &out})) {
     return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
   }
   call_through_fallback("aten::mm", "out", self, mat2, out);
@@ -37,7 +44,7 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 }
 
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
-  if (cpu_kernel_takes({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2) {
+  if (blas_takes({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2) {
     at::Tensor out = new_result({self.size(0), mat2.size(1)}, self);
     return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
   }
@@ -46,7 +53,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
-  if (cpu_kernel_takes({&self, &mat1, &mat2, &out})) {
+  if (blas_takes({&self, &mat1, &mat2, &out})) {
     return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
   }
   call_through_fallback("aten::addmm", "out", self, mat1, mat2, beta, alpha, out);
@@ -55,7 +62,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
 
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
-  if (cpu_kernel_takes({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2) {
+  if (blas_takes({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2) {
     at::Tensor out = new_result({mat1.size(0), mat2.size(1)}, mat1);
     return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
   }
@@ -63,7 +70,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  if (cpu_kernel_takes({&self, &mat2, &out})) {
+  if (blas_takes({&self, &mat2, &out})) {
     return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
   }
   call_through_fallback("aten::bmm", "out", self, mat2, out);
@@ -71,7 +78,7 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 }
 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
-  if (cpu_kernel_takes({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3) {
+  if (blas_takes({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3) {
     at::Tensor out = new_result({self.size(0), self.size(1), mat2.size(2)}, self);
     return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
   }

@@ -1,7 +1,6 @@
 // The few ATen kernels that cannot go through the boxed fallback: they create neuron memory,
 // change a tensor's metadata in place, or move bytes across the host/device boundary.
-#include "aten/CpuStubs.h"  // first: before any ATen header
-#include "aten/HostAccess.h"
+#include "aten/CpuAlias.h"
 #include "device/CurrentDevice.h"
 #include "device/NeuronAllocator.h"
 #include "runtime/NeuronRuntime.h"
@@ -9,8 +8,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
-#include <ATen/TensorIterator.h>
-#include <ATen/native/Copy.h>
+#include <ATen/ops/copy_ops.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/resize_cpu_dispatch.h>
@@ -106,10 +104,10 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {});
 }
 
-// Every byte that crosses between host and device, or between two neuron devices, moves here.
-// Both sides are host memory on the software NeuronCore, so the CPU's copy kernel (dtype
-// conversion, striding, conj/neg bits) runs on them as they are, on the iterator the CPU's
-// copy_ builds (which also rejects internal and partial overlap, as the CPU does).
+// Every byte that crosses between host and device, or between two neuron devices, moves here
+// (copy_ hands any copy that involves neuron to _copy_from before its own checks). Beyond a whole
+// dense tensor moving as is, the CPU's copy_ runs on CPU aliases: its early exits (views of the
+// same data), transposed copies, dtype conversions and overlap errors are then the CPU's own.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   // The common case (a whole dense tensor moving as is) is a single memcpy.
   if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
@@ -121,15 +119,16 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   TORCH_CHECK(self.layout() == c10::kStrided && dst.layout() == c10::kStrided,
               "neuron supports strided tensors only, got a copy from ", self.layout(), " to ",
               dst.layout());
-  require_host_access("a strided or converting copy");
-  auto iter = at::TensorIteratorConfig()
-                  .add_output(dst)
-                  .add_const_input(self)
-                  .resize_outputs(false)
-                  .check_all_same_dtype(false)
-                  .check_all_same_device(false)
-                  .build();
-  if (iter.numel() > 0) at::native::copy_stub(c10::kCPU, iter, non_blocking);
+  const c10::Device device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst.device()
+                                                                                : self.device();
+  AliasSession session(device.index());
+  auto alias = [&](const at::Tensor& t) {
+    return t.device().type() == c10::DeviceType::PrivateUse1 ? session.to_cpu(t) : t;
+  };
+  at::Tensor dst_cpu = alias(dst);
+  at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), dst_cpu, alias(self),
+                              non_blocking);
+  session.sync_back();
   return dst;
 }
 
