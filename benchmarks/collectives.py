@@ -133,7 +133,7 @@ def worker(rank: int, port: int, args, queue) -> None:
 def agreement_enabled() -> bool:
     from torchneuron.distributed import agreement
 
-    return agreement.enabled
+    return agreement.is_enabled()
 
 
 def human(nbytes: int) -> str:

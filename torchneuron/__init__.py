@@ -5,6 +5,14 @@ it by itself at `import torch` through the `torch.backends` entry point (see pyp
 """
 
 
+try:
+    from importlib.metadata import version as _dist_version
+
+    __version__ = _dist_version("torchneuron")
+except ImportError:  # PackageNotFoundError: a checkout used without `pip install -e .`
+    __version__ = "0.0.0+unknown"
+
+
 def _autoload() -> None:
     """Entry point PyTorch calls at `import torch`; importing this module did the work."""
 
@@ -14,11 +22,12 @@ def _autoload() -> None:
 import torch  # noqa: E402
 
 from . import _C  # noqa: E402
-from .runtime import config as _config
+from .runtime import device_state as _device_state  # noqa: E402
 
-# 1. The runtime: how many devices and how much HBM each, from the profile and the environment.
-_CONFIG = _config.current()
-_C._configure(_CONFIG.device_count, _CONFIG.hbm_bytes_per_device)
+# 1. The runtime: how many devices and how much HBM each, from the profile and the environment,
+#    read at the first call into torch.neuron or the first neuron tensor (never here: a bad
+#    variable must not break `import torch` for programs that never use neuron).
+_device_state.install()
 _C._register_hooks()  # what ATen asks a device backend outside the dispatcher (csrc/device)
 _C._install_kernel_cpu_allocator()  # CPU kernels on neuron memory allocate there (csrc/aten)
 
@@ -31,6 +40,7 @@ from . import device as _device_module  # noqa: E402
 # internal: see runtime/torch_internals.py "torch._register_device_module"
 torch._register_device_module("neuron", _device_module)
 _device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory` works
+_device_module.ipc.install()  # a neuron tensor sent to another process arrives as an error
 
 # 4. Tensor.neuron() / .is_neuron, Module.neuron(), Storage.neuron() / .is_neuron.
 torch.utils.generate_methods_for_privateuse1_backend(
@@ -43,7 +53,8 @@ from .ops import autocast as _autocast  # noqa: E402
 from .ops import dtype_policy as _dtype_policy  # noqa: E402
 from .ops import linear_cross_entropy as _linear_cross_entropy  # noqa: E402
 
-_dtype_policy.apply(_CONFIG.float64_policy)
+_dtype_policy.apply("error")  # the default; the configuration's policy when it is read:
+_device_state.on_configure(lambda config: _dtype_policy.apply(config.float64_policy))
 _autocast.apply()
 _linear_cross_entropy.apply()  # chunked F.linear_cross_entropy accumulates as on the CPU
 

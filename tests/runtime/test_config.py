@@ -46,10 +46,43 @@ def test_invalid_values_name_the_variable_and_the_accepted_values(env, var):
         config.load(env)
 
 
-def test_invalid_environment_fails_import_clearly(python):
-    out = python("import torch", env={"NEURON_PROFILE": "trn9"})
-    assert out.returncode != 0
-    assert "NEURON_PROFILE='trn9' is not valid; accepted values: trn2, trn3" in out.stderr
+BAD_CONFIGURATION_SCRIPT = """
+import os, torch
+from torchneuron.runtime.config import ConfigError
+torch.testing.assert_close(torch.ones(2) * 2, torch.full((2,), 2.0))  # CPU programs work
+print("imported", torch.neuron.is_initialized())
+calls = [torch.neuron.device_count, torch.neuron.is_available, torch.neuron.init,
+         lambda: torch.ones(2, device="neuron"), torch.neuron.memory_allocated]
+for call in calls:
+    try:
+        call()
+        print("NO ERROR")
+    except ConfigError as e:
+        assert isinstance(e, ValueError)
+        print("ConfigError:", e)
+os.environ.pop(VAR)  # read once: the process keeps the configuration it started with
+try:
+    torch.neuron.device_count()
+except ConfigError as e:
+    print("still:", e)
+"""
+
+
+@pytest.mark.parametrize("var,value,accepted", [
+    ("NEURON_PROFILE", "trn9", "accepted values: trn2, trn3"),
+    ("NEURON_HBM_BYTES", "99999999999999999999999", "below 2**63"),
+    ("NEURON_FLOAT64", "maybe", "accepted values: error, allow"),
+])
+def test_bad_configuration_never_breaks_import_and_names_the_variable(python, var, value,
+                                                                      accepted):
+    out = python(f"VAR = {var!r}\n" + BAD_CONFIGURATION_SCRIPT, env={var: value})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "imported False"
+    errors = lines[1:]
+    assert len(errors) == 6, out.stdout
+    for line in errors:
+        assert f"{var}={value!r} is not valid" in line and accepted in line, line
 
 
 def test_environment_sets_the_devices(python):

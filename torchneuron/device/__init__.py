@@ -9,7 +9,8 @@ import sys
 import torch
 
 from .. import _C
-from . import memory, properties, random, streams
+from ..runtime import device_state
+from . import ipc, memory, properties, random, streams
 from ._index import _device_index, _device_t
 from .memory import *  # noqa: F403
 from .properties import *  # noqa: F403
@@ -32,32 +33,45 @@ def _alias_submodules(package_name: str) -> None:
 
 
 def is_available() -> bool:
+    """Whether a neuron device exists; reads the configuration, does not initialize."""
     return device_count() > 0
 
 
 def is_initialized() -> bool:
-    return _C._is_configured()
+    """Whether device state exists in this process (created at the first device use or
+    init(), as torch.cuda's), not merely whether the configuration was read."""
+    return _C._is_initialized() and not _C._is_in_bad_fork()
 
 
 def init() -> None:
-    """Devices are configured at import of torchneuron; kept for `torch.cuda.init` parity."""
+    """Creates device state now (otherwise the first device use does); raises ConfigError for a
+    bad configuration and RuntimeError in a process forked from an initialized parent."""
+    device_state.configure()
+    _C._init()
 
 
-# torch.utils.checkpoint reads this flag (torch.cuda's name) to decide whether to save and
-# restore the device's RNG state around a recomputation; without it, dropout in a checkpointed
-# block draws a different mask in backward. Devices are configured at import, so it is true.
-_initialized = True
+def __getattr__(name: str):
+    # torch.utils.checkpoint reads `_initialized` (torch.cuda's flag) to decide whether to save
+    # and restore the device's RNG state around a recomputation: it must follow the device's
+    # state, so it is computed, not a module constant.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after the parent initialized neuron (torch.manual_seed and the
+    torch.multiprocessing checks read it, as torch.cuda's)."""
+    return _C._is_in_bad_fork()
 
 
 def device_count() -> int:
+    device_state.configure()
     return _C._device_count()
 
 
 def current_device() -> int:
+    device_state.configure()
     return _C._get_device()
 
 

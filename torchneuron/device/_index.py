@@ -11,12 +11,15 @@ from typing import Any
 import torch
 
 from .. import _C
+from ..runtime import device_state
 
 _device_t = Any  # torch.device | str | int | None, as torch.cuda accepts
 
 
 def _device_index(device: _device_t, optional: bool = True) -> int:
-    """The index named by `device` (int, "neuron:1", torch.device), or the current one."""
+    """The index named by `device` (int, "neuron:1", torch.device), or the current one; every
+    entry point that takes a device validates it here, with the one error `neuron:99` gives."""
+    device_state.configure()
     if device is None:
         return _C._get_device()
     if isinstance(device, str):
@@ -27,7 +30,7 @@ def _device_index(device: _device_t, optional: bool = True) -> int:
         if device.index is None:
             return _C._get_device()
         device = device.index
-    if not isinstance(device, int):
+    if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"Expected an int, str or torch.device for a neuron device, got {device!r}")
     _C._check_device(device)
     return device

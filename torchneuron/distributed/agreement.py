@@ -16,6 +16,7 @@ from array import array
 import torch
 import torch.distributed as dist
 
+from ..runtime import config
 from . import agreement_channel
 
 # Which tensors of each op must look the same on every rank (argument positions; the op's
@@ -28,7 +29,15 @@ AGREEING_ARGS = {
     "reduce_scatter_tensor_coalesced_": 0, "alltoall_": 1, "gather_": 1, "scatter_": 0,
 }
 CHECKED_OPS = tuple(AGREEING_ARGS) + ("alltoall_base_",)
-enabled = True  # set from the configuration by backend.register()
+# None: as the configuration says (NEURON_DIST_CHECK), read at the first check, not at import.
+enabled: bool | None = None
+
+
+def is_enabled() -> bool:
+    global enabled
+    if enabled is None:
+        enabled = config.current().dist_check
+    return enabled
 _OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS)}
 _DTYPES = [getattr(torch, n) for n in (
     "float32", "float64", "float16", "bfloat16", "uint8", "int8", "int16", "int32", "int64",
@@ -129,7 +138,7 @@ def _explain(op_name: str, me: int, fps: torch.Tensor) -> str | None:
 
 
 def will_check(op_name: str, group: dist.ProcessGroup) -> bool:
-    return enabled and op_name in _OP_CODES and group.size() > 1
+    return is_enabled() and op_name in _OP_CODES and group.size() > 1
 
 
 def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:

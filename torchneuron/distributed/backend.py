@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
-from ..runtime import config
 from . import agreement, agreement_channel, collectives
 
 BACKEND_NAME = "neuron"
@@ -28,7 +27,6 @@ def _create_backend(opts, backend_options) -> ProcessGroupGloo:
 
 def register() -> None:
     """Registers the backend and its kernels; safe to call more than once."""
-    agreement.enabled = config.current().dist_check
     collectives.register_kernels()
     # internal: see runtime/torch_internals.py "Backend._plugins"
     if BACKEND_NAME.upper() in dist.Backend._plugins:

@@ -16,8 +16,8 @@ each one is listed in the README.
 
 from __future__ import annotations
 
-import functools
 import os
+import threading
 import re
 from dataclasses import dataclass
 
@@ -27,6 +27,9 @@ _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 FLOAT64_POLICIES = ("error", "allow")
 COMPILE_GEMMS = ("onednn", "aten")
+
+
+_MAX_BYTES = 1 << 63  # the runtime counts bytes in 64 bits
 
 
 class ConfigError(ValueError):
@@ -57,8 +60,8 @@ def parse_bytes(var: str, value: str) -> int:
     if not m or m.group(2).upper() not in _UNITS:
         raise _bad(var, value, "a byte count such as 1073741824, 512MiB or 8GiB")
     n = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
-    if n <= 0:
-        raise _bad(var, value, "a positive byte count")
+    if n <= 0 or n >= _MAX_BYTES:
+        raise _bad(var, value, "a positive byte count below 2**63")
     return n
 
 
@@ -119,7 +122,22 @@ def load(environ: os._Environ | dict | None = None) -> Config:
                   compile_gemm=gemm)
 
 
-@functools.cache
+_lock = threading.Lock()
+_outcome: Config | ConfigError | None = None
+
+
 def current() -> Config:
-    """This process's configuration: the environment, parsed once (load() re-reads it)."""
-    return load()
+    """This process's configuration: the environment, read and validated once, at the first call
+    (load() re-reads it). A bad value raises ConfigError then and at every later call, also
+    after the environment changed: the process keeps the configuration it started with."""
+    global _outcome
+    with _lock:
+        if _outcome is None:
+            try:
+                _outcome = load()
+            except ConfigError as e:
+                _outcome = e
+        outcome = _outcome
+    if isinstance(outcome, ConfigError):
+        raise ConfigError(str(outcome)) from None
+    return outcome
