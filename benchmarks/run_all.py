@@ -45,6 +45,7 @@ RUNS = (
     Run("compile.py", "2 threads, the CPU's matmul kernels (NEURON_COMPILE_GEMM=aten)",
         ("--threads", "2"), {"NEURON_COMPILE_GEMM": "aten"}),
     Run("collectives.py", "2 processes, shape check on (the default)"),
+    Run("nki_simulator.py", "NKI kernels on the software NeuronCore"),
 )
 
 # The modules in benchmarks/ that are helpers, not benchmarks.
