@@ -40,8 +40,8 @@ def test_partition_dimension_at_most_128():
 
 def test_sbuf_capacity_counts_live_tiles_per_partition():
     def body(x):
-        keep = [sb((128, 16 * 1024)) for _ in range(3)]  # 3 x 64 KiB of 224 KiB
-        return sb((128, 16 * 1024))
+        live = [sb((128, 16 * 1024)) for _ in range(3)]  # 3 x 64 KiB of 224 KiB
+        return live, sb((128, 16 * 1024))
     expect("sbuf-capacity", body, match="229376 bytes")
 
 
@@ -62,8 +62,8 @@ def test_trn3_has_more_sbuf():
 
 def test_psum_capacity_is_eight_banks():
     def body(x):
-        keep = [ps((128, 512)) for _ in range(8)]
-        return ps((128, 1))
+        live = [ps((128, 512)) for _ in range(8)]
+        return live, ps((128, 1))
     expect("psum-capacity", body, match="8 banks")
 
 

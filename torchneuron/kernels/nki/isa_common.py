@@ -29,8 +29,8 @@ def store(dst: NkiTensor, values: torch.Tensor, run) -> None:
 
 
 def is_scalar(value) -> bool:
-    return isinstance(value, numbers.Number) and not isinstance(value, bool) or \
-        isinstance(value, bool)
+    """A compile-time constant (Python or numpy number, bool included)."""
+    return isinstance(value, numbers.Number)
 
 
 def scalar_or_vector(instr: str, role: str, value, partitions: int, run,

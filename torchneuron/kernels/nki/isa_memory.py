@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import torch
 
-from . import dtypes as dt
 from .context import current
 from .errors import describe
-from .isa_common import as_engine, matrix, require_engine_reach, store
+from .isa_common import as_engine, require_engine_reach
 from .isa_enums import dge_mode as DgeMode
 from .isa_enums import engine as Engine
 from .isa_enums import oob_mode as OobMode
-from .rules import (elements_per_partition, fail, on_chip_operand, require_buffers,
-                    require_partitions, require_same_free_size, require_same_partitions)
+from .rules import (fail, on_chip_operand, require_buffers, require_partitions,
+                    require_same_free_size, require_same_partitions)
 
 
 def _move(dst, src, run) -> None:

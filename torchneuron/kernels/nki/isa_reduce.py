@@ -29,6 +29,13 @@ def _reduce_axes(instr: str, data, axis) -> tuple[int, ...]:
     return axes
 
 
+def _dst_and_data(instr: str, run, dst, data, data_role: str = "data") -> None:
+    """The checks of a one-input instruction: both on chip, same partitions."""
+    for role, t in (("dst", dst), (data_role, data)):
+        on_chip_operand(instr, role, t, run.limits)
+    require_same_partitions(instr, {"dst": dst, data_role: data})
+
+
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     I = "nisa.tensor_reduce"
     run = current()
@@ -118,9 +125,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res, revers
 def bn_stats(dst, data, name=None):
     I = "nisa.bn_stats"
     run = current()
-    for role, t in (("dst", dst), ("data", data)):
-        on_chip_operand(I, role, t, run.limits)
-    require_same_partitions(I, {"dst": dst, "data": data})
+    _dst_and_data(I, run, dst, data)
     n = elements_per_partition(data)
     if n > BN_STATS_FMAX:
         fail("bn-stats-size", f"{I}: data {describe(data)} has {n} elements per partition; "
@@ -142,9 +147,7 @@ def bn_stats(dst, data, name=None):
 def bn_aggr(dst, data, name=None):
     I = "nisa.bn_aggr"
     run = current()
-    for role, t in (("dst", dst), ("data", data)):
-        on_chip_operand(I, role, t, run.limits)
-    require_same_partitions(I, {"dst": dst, "data": data})
+    _dst_and_data(I, run, dst, data)
     n = elements_per_partition(data)
     if n % 3:
         fail("operand-shape", f"{I}: data {describe(data)} has {n} elements per partition, not "
@@ -165,9 +168,7 @@ def bn_aggr(dst, data, name=None):
 def max8(dst, src, name=None):
     I = "nisa.max8"
     run = current()
-    for role, t in (("dst", dst), ("src", src)):
-        on_chip_operand(I, role, t, run.limits)
-    require_same_partitions(I, {"dst": dst, "src": src})
+    _dst_and_data(I, run, dst, src, "src")
     n = elements_per_partition(src)
     if not 8 <= n <= 16384:
         fail("operand-shape", f"{I}: src {describe(src)} has {n} elements per partition; "

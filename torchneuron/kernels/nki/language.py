@@ -15,7 +15,7 @@ import torch
 from . import dtypes as _dt
 from . import isa as _isa
 from . import ops as _ops
-from .buffers import Buffer, as_buffer, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
+from .buffers import as_buffer, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from .context import active as _active
 from .context import current as _current
 from .errors import NkiUnsupportedError, NkiValidationError, describe
