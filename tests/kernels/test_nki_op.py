@@ -175,3 +175,16 @@ def test_a_kernel_that_raises_names_the_kernel_and_the_op():
 def test_missing_type_hints_are_a_clear_error():
     with pytest.raises(ValueError, match="type hints"):
         nki_op("nkitest::untyped", lambda x: x, mutates_args=())
+
+
+def test_torch_export_sees_one_node():
+    class Model(torch.nn.Module):
+        def forward(self, a, b):
+            return scale_add(a, b, 2.0) + 1
+
+    a, b = torch.randn(64, 16), torch.randn(64, 16)
+    exported = torch.export.export(Model(), (a.to("neuron"), b.to("neuron")))
+    targets = [n.target for n in exported.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.nkitest.scale_add.default) == 1
+    torch.testing.assert_close(exported.module()(a.to("neuron"), b.to("neuron")).cpu(),
+                               a * 2 + b + 1)
