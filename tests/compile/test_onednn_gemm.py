@@ -139,6 +139,8 @@ def test_neuron_compile_gemm_aten_keeps_the_cpus_kernels(python):
     r = python(code, env={"NEURON_COMPILE_GEMM": "aten"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "True", "True"]
-    bad = python("import torch", env={"NEURON_COMPILE_GEMM": "mkl"})
-    assert bad.returncode != 0
+    # A bad value never breaks `import torch`; the first neuron call names it.
+    bad = python("import torch; print('imported'); torch.ones(1, device='neuron')",
+                 env={"NEURON_COMPILE_GEMM": "mkl"})
+    assert bad.stdout.strip() == "imported" and bad.returncode != 0
     assert "NEURON_COMPILE_GEMM='mkl' is not valid; accepted values: onednn, aten" in bad.stderr
