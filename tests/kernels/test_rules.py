@@ -321,3 +321,47 @@ def test_a_failing_kernel_leaves_its_arguments_untouched():
         body(x)
     torch.testing.assert_close(x.cpu(), torch.zeros(4, 4))
     assert "in NKI kernel" in "".join(getattr(info.value, "__notes__", []))
+
+
+def _dma_size(x):
+    nisa.dma_copy(dst=sb((4, 4)), src=sb((4, 8)))
+
+
+def _dma_mode(x):
+    nisa.dma_copy(dst=sb((4, 4)), src=x, engine=nisa.engine.sync)
+
+
+def _transpose_shape(x):
+    nisa.nc_transpose(dst=ps((4, 8)), data=sb((4, 8)))
+
+
+def _pattern(x):
+    nisa.iota(dst=sb((4, 8)), pattern=[[1, 5]])
+
+
+def _register(x):
+    for i in nl.dynamic_range(2):
+        pass
+    reg = nisa.register_alloc(3)
+    nisa.register_load(reg, sb((2, 2), nl.int32))
+
+
+@pytest.mark.parametrize("rule, body", [
+    ("dma-size", _dma_size),
+    ("dma-mode", _dma_mode),
+    ("transpose-shape", _transpose_shape),
+    ("pattern", _pattern),
+    ("operand-shape", _register),
+    ("operand-type", lambda x: nisa.tensor_scalar(dst=sb((4, 4)), data=sb((4, 4)),
+                                                  op0=nl.add, operand0="one")),
+    ("operand-type", lambda x: nisa.tensor_tensor(dst=sb((4, 4)), data1=[1], data2=sb((4, 4)),
+                                                  op=nl.add)),
+    ("index", lambda x: sb((4, 8))[:, ::-1]),
+    ("view", lambda x: sb((4, 3), nl.uint8).view(nl.int32)),
+    ("squeeze", lambda x: sb((4, 2, 3)).squeeze_dim(1)),
+    ("permute", lambda x: sb((4, 2, 3)).permute((0, 1, 1))),
+    ("broadcast", lambda x: sb((4, 2)).broadcast(1, 8)),
+    ("matmul-layout", lambda x: nl.matmul(sb((4, 4)), sb((4, 4)))),
+])
+def test_the_other_rules(rule, body):
+    expect(rule, body)

@@ -107,21 +107,12 @@ def require_same_free_size(instr: str, roles: dict) -> None:
                  f"{describe(first)} has {n}")
 
 
-def require_fits_partition(instr: str, role: str, t, limits: Limits) -> None:
-    nbytes = elements_per_partition(t) * t.dtype.itemsize
-    cap = (limits.psum_bytes_per_partition if t.buffer.kind == "psum"
-           else limits.sbuf_bytes_per_partition)
-    if t.buffer.kind in ("sbuf", "psum") and nbytes > cap:
-        fail("partition-size", f"{instr}: {role} {describe(t)} needs {nbytes} bytes per "
-             f"partition; a {t.buffer.kind.upper()} partition holds {cap} on {limits.profile}")
-
-
 def on_chip_operand(instr: str, role: str, t, limits: Limits,
                     allowed: tuple[str, ...] = ("sbuf", "psum")) -> None:
-    """The checks every compute-engine operand passes: on chip, <= pmax partitions, fits."""
+    """The checks every compute-engine operand passes: on chip, <= pmax partitions (a view
+    cannot exceed its allocation, whose per-partition size nl.ndarray checked)."""
     require_buffers(instr, role, t, allowed)
     require_partitions(instr, role, t, limits)
-    require_fits_partition(instr, role, t, limits)
 
 
 def not_both_psum(instr: str, a_role: str, a, b_role: str, b) -> None:
