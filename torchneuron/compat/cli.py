@@ -1,4 +1,5 @@
-"""`torchneuron compat ops|models`: the batteries' command line. Each battery module provides
+"""`torchneuron compat ops|models|diffusers|peft|sentence-transformers|all`: the batteries'
+command line. Each battery module provides
 `add_arguments(parser)` and `run(args) -> exit code` in its command.py."""
 
 from __future__ import annotations
@@ -10,6 +11,12 @@ BATTERIES = {
     "ops": ("torchneuron.compat.ops.command",
             "every OpInfo in PyTorch's op database, neuron vs CPU"),
     "models": ("torchneuron.compat.models.command", "Hugging Face architectures, neuron vs CPU"),
+    "diffusers": ("torchneuron.compat.diffusion.command",
+                  "diffusers model classes and pipelines, neuron vs CPU"),
+    "peft": ("torchneuron.compat.adapters.command",
+             "PEFT methods on a decoder, an encoder and an encoder-decoder, neuron vs CPU"),
+    "sentence-transformers": ("torchneuron.compat.sentences.command",
+                              "sentence-transformers encode and contrastive fit, neuron vs CPU"),
 }
 
 
@@ -28,3 +35,7 @@ def add_subcommand(subparsers) -> None:
         p.add_argument("--out", default="reports", help="folder for the JSON/Markdown report")
         importlib.import_module(module).add_arguments(p)
         p.set_defaults(run=_lazy_run(module))
+    every = batteries.add_parser("all", help="every battery into a dated folder, compared with "
+                                             "the previous run (exit 1 on a regression)")
+    importlib.import_module("torchneuron.compat.nightly").add_arguments(every)
+    every.set_defaults(run=_lazy_run("torchneuron.compat.nightly"))

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     paths = report.write(records, meta, args.out)
     t = report.totals(records)
     a = t["all_stages"]
-    print(f"{t['tried']} architectures, {t['runnable_on_cpu']} run on CPU, "
+    print(f"{t['model_types']} model types, {t['tried']} tried (run on CPU), "
           f"{a['pass_on_neuron']} pass every stage on neuron"
           + (f" ({100 * a['rate']:.1f}%)" if a["rate"] is not None else ""))
     for stage, s in t["stages"].items():

@@ -26,9 +26,13 @@ def outcome(rec: dict) -> str:
 
 def totals(records: list[dict]) -> dict:
     """Per stage: how many ran on the CPU (the denominator) and how many of those passed."""
-    out = {"tried": len(records),
+    # "model types": every type of the auto mappings that was run; "tried": those whose tiny
+    # model builds and runs forward on the CPU (only those say anything about neuron).
+    tried = sum(outcome(r) != "not runnable on CPU" for r in records)
+    out = {"model_types": len(records), "tried": tried,
+           "tried_rate": tried / len(records) if records else None,
            "buildable_on_cpu": sum(r["build"] not in (CPU_FAIL,) for r in records),
-           "runnable_on_cpu": sum(outcome(r) != "not runnable on CPU" for r in records),
+           "runnable_on_cpu": tried,
            "float64_allowed": sum(bool(r.get("float64_allowed")) for r in records),
            "stages": {}}
     for stage in STAGES:
@@ -52,6 +56,28 @@ def failure_causes(records: list[dict], top: int = 15) -> list[tuple[str, int]]:
     return causes.most_common(top)
 
 
+def untried_reason(rec: dict) -> str:
+    """The cause of an untried type with sizes and names made generic, so one shortcoming of the
+    battery (or one missing package) is one group."""
+    import re
+
+    cause = rec["cause"] or "?"
+    if "requires the timm library" in cause or "timm" in cause.split(":")[-1]:
+        return "needs timm (imports PyPI's CUDA torchvision; cannot work here)"
+    cause = re.sub(r"\d+", "N", cause)
+    cause = re.sub(r"'[^']*'|`[^`]*`", "'...'", cause)
+    return cause[:110]
+
+
+def untried_by_reason(records: list[dict]) -> list[tuple[str, list[str]]]:
+    """(reason, model types) for every untried type, the largest group first."""
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for r in records:
+        if outcome(r) == "not runnable on CPU":
+            groups[untried_reason(r)].append(r["model_type"])
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
 def _fmt_err(rec: dict) -> str:
     errs = rec.get("max_abs_error") or {}
     return " / ".join(f"{errs[k]:.1e}" for k in ("forward", "backward") if k in errs) or ""
@@ -63,9 +89,10 @@ def markdown(records: list[dict], meta: dict) -> str:
              f"transformers {meta.get('transformers')}, torch {meta.get('torch')}; "
              f"command: `{meta.get('command')}`; {meta.get('seconds', 0):.0f} s.", "",
              "| | count |", "|---|---|",
-             f"| architectures tried | {t['tried']} |",
+             f"| model types | {t['model_types']} |",
+             f"| tried (tiny model builds and runs forward on the CPU) | {t['tried']} "
+             f"({100 * (t['tried_rate'] or 0):.1f}%) |",
              f"| buildable on CPU (tiny config) | {t['buildable_on_cpu']} |",
-             f"| build + forward run on CPU | {t['runnable_on_cpu']} |",
              f"| needed float64 (run under NEURON_FLOAT64=allow) | {t['float64_allowed']} |", "",
              "| stage | ran on CPU | pass on neuron | rate |", "|---|---|---|---|"]
     for stage, s in t["stages"].items():
@@ -84,6 +111,12 @@ def markdown(records: list[dict], meta: dict) -> str:
     if causes:
         lines += ["## Neuron failures by cause", "", "| cause | architectures |", "|---|---|"]
         lines += [f"| {c.replace('|', '/')} | {n} |" for c, n in causes] + [""]
+    untried = untried_by_reason(records)
+    if untried:
+        lines += ["## Untried model types by reason", "",
+                  "| reason | count | model types |", "|---|---|---|"]
+        lines += [f"| {reason.replace('|', '/')} | {len(types)} | {', '.join(types)} |"
+                  for reason, types in untried] + [""]
     lines += ["## Per architecture", "",
               "| model type | class | family | build | forward | backward | generate | "
               "max abs err (fwd / bwd) | s CPU | s neuron | cause |",
