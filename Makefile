@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: setup demo test test-slow compat-ops compat-models bench bench-all clean
+.PHONY: setup demo test test-slow compat-ops compat-models compat-diffusers compat-peft \
+	compat-sentence-transformers compat-all chromium bench bench-all clean
 
 setup: $(VENV)/.ext
 
@@ -30,7 +31,7 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
-test-slow: setup
+test-slow: setup chromium
 	$(BIN)/python -m pytest -q -m slow
 
 compat-ops: setup
@@ -38,6 +39,23 @@ compat-ops: setup
 
 compat-models: setup
 	$(BIN)/torchneuron compat models
+
+compat-diffusers: setup
+	$(BIN)/torchneuron compat diffusers
+
+compat-peft: setup
+	$(BIN)/torchneuron compat peft
+
+compat-sentence-transformers: setup
+	$(BIN)/torchneuron compat sentence-transformers
+
+# Every battery into reports/runs/<date>/, compared with the previous run; exit 1 on a regression.
+compat-all: setup chromium
+	$(BIN)/torchneuron compat all
+
+# Headless Chromium (Debian's package) for the HTML report's browser test; installed once.
+chromium:
+	command -v chromium >/dev/null || (apt-get update -q && apt-get install -y -q chromium)
 
 bench: setup
 	$(BIN)/python benchmarks/eager_overhead.py

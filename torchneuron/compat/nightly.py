@@ -1,0 +1,96 @@
+"""`torchneuron compat all` (`make compat-all`): every battery (ops, models, diffusers, PEFT,
+sentence-transformers) into one dated folder under --runs, then the HTML report of that run and
+its comparison with the previous run in --runs (or the run named by --compare): regressions
+first, then new passes, then unchanged. Exit code 1 when anything regressed, else 0."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import os
+import sys
+
+from .outcomes import BATTERIES
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", default="reports/runs",
+                   help="folder of dated run folders (default reports/runs)")
+    p.add_argument("--html", default="reports/compat.html",
+                   help="where the latest run's HTML page is also copied (default reports/compat.html)")
+    p.add_argument("--compare", metavar="RUN_FOLDER",
+                   help="compare with this run instead of the latest one in --runs")
+    p.add_argument("--batteries", nargs="+", choices=BATTERIES, default=list(BATTERIES),
+                   help="only these batteries (default all)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes for the op battery (default: one per CPU)")
+    p.add_argument("--models", nargs="*", default=None, metavar="PATTERN",
+                   help="only these model types in the model battery (default all)")
+
+
+def battery_arguments(battery: str, out: str, args: argparse.Namespace) -> argparse.Namespace:
+    """The battery's own command-line defaults, with the run folder and what `all` passes on."""
+    from .cli import BATTERIES as COMMANDS
+
+    module = importlib.import_module(COMMANDS[battery][0])
+    parser = argparse.ArgumentParser(prog=f"torchneuron compat {battery}")
+    parser.add_argument("--out")
+    module.add_arguments(parser)
+    argv = ["--out", out]
+    if battery == "ops":
+        argv += ["--jobs", str(args.jobs)]
+    if battery == "models" and args.models:
+        argv += ["--only", *args.models]
+    return parser.parse_args(argv)
+
+
+def previous_run(runs: str, current: str) -> str | None:
+    """The latest dated run folder before `current` that has at least one battery report."""
+    if not os.path.isdir(runs):
+        return None
+    names = sorted(n for n in os.listdir(runs)
+                   if os.path.join(runs, n) != current and n < os.path.basename(current))
+    for name in reversed(names):
+        folder = os.path.join(runs, name)
+        if any(os.path.exists(os.path.join(folder, f"{b}.json")) for b in BATTERIES):
+            return folder
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from . import html, outcomes
+    from .cli import BATTERIES as COMMANDS
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+    folder = os.path.join(args.runs, stamp)
+    os.makedirs(folder, exist_ok=True)
+    bar = tqdm(args.batteries, unit="battery", file=sys.stderr, position=0)
+    failed_to_run = []
+    for battery in bar:
+        bar.set_description(battery)
+        module = importlib.import_module(COMMANDS[battery][0])
+        code = module.run(battery_arguments(battery, folder, args))
+        if code not in (0, None):
+            failed_to_run.append(battery)
+    bar.close()
+    page = html.write(folder, os.path.join(folder, "compat.html"))
+    if args.html:
+        import shutil
+
+        os.makedirs(os.path.dirname(args.html) or ".", exist_ok=True)
+        shutil.copy(page, args.html)
+    print(f"run: {folder}; report: {page}" + (f", {args.html}" if args.html else ""))
+    before = args.compare or previous_run(args.runs, folder)
+    if before is None:
+        print("no earlier run to compare with")
+        return 1 if failed_to_run else 0
+    diff = outcomes.compare(outcomes.read(before), outcomes.read(folder))
+    text = outcomes.comparison_markdown(diff, before)
+    with open(os.path.join(folder, "comparison.md"), "w") as f:
+        f.write(text)
+    print(text)
+    regressed = any(d["regressions"] for d in diff.values())
+    return 1 if regressed or failed_to_run else 0
