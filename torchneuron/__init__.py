@@ -79,3 +79,9 @@ _distributed.register()
 from .runtime.autograd_threads import run_backward_on_calling_thread  # noqa: E402
 
 run_backward_on_calling_thread()
+
+# 9. Libraries that know the device `neuron` but miss it in one place (transformers' pipeline
+#    device index) get the smallest correction when they are imported (torchneuron/ecosystem/).
+from . import ecosystem as _ecosystem  # noqa: E402
+
+_ecosystem.install()

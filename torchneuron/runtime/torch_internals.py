@@ -497,6 +497,34 @@ def _thnn_fused_cells_exist() -> None:
             raise Mismatch(f"aten::{name} no longer exists")
 
 
+def _transformers_pipeline_maps_integers_without_neuron() -> None:
+    """transformers' Pipeline.__init__ (read from its source, not imported) still takes `device`
+    as a keyword, reads `hf_device_map`, and maps an integer through its accelerator list, which
+    lacks neuron; if a later transformers maps it to neuron itself, the patch should go."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or spec.origin is None:
+        return  # not installed: nothing is patched
+    text = (Path(spec.origin).parent / "pipelines" / "base.py").read_text(encoding="utf-8")
+    init = next((n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ClassDef)
+                 and n.name == "Pipeline"), None)
+    method = init and next((n for n in init.body if isinstance(n, ast.FunctionDef)
+                            and n.name == "__init__"), None)
+    if method is None:
+        raise Mismatch("transformers.pipelines.base.Pipeline.__init__ no longer exists")
+    source = ast.get_source_segment(text, method) or ""
+    names = [a.arg for a in (*method.args.args, *method.args.kwonlyargs)]
+    for snippet in ('getattr(self.model, "hf_device_map", None)',
+                    'torch.device(f"cuda:{device}")', 'self.device = torch.device("cpu")'):
+        if snippet not in source:
+            raise Mismatch(f"Pipeline.__init__ no longer contains {snippet!r}")
+    if names[:2] != ["self", "model"] or "device" not in names:
+        raise Mismatch(f"Pipeline.__init__ takes {names}, expected self, model, ..., device")
+    if "neuron" in source:
+        raise Mismatch("Pipeline.__init__ now knows neuron: the patch is no longer needed")
+
+
 # Mangled names of the non-public symbols torchneuron._C binds to, by group.
 _STUB_CALL_PATH = ("_ZN2at6native16DispatchStubImpl12get_call_ptrEN3c1010DeviceTypeEPvS4_S4_",)
 
@@ -1144,6 +1172,14 @@ ENTRIES: tuple[Internal, ...] = (
         "nn.LSTM/GRU on any non-CPU device run their cells through these; neuron implements "
         "them",
         _thnn_fused_cells_exist),
+    # ---- libraries above torch (torchneuron/ecosystem/)
+    Internal(
+        "transformers.pipelines.base.Pipeline.__init__", "patched",
+        ("torchneuron/ecosystem/transformers_pipeline.py",),
+        "an integer pipeline device (0 when none is given, or a device map's first entry) "
+        "becomes cuda/npu/xpu:N or the CPU, never neuron:N: without the wrapper pipelines ran "
+        "on the CPU without a word (checked with transformers 5.24.0)",
+        _transformers_pipeline_maps_integers_without_neuron),
 )
 
 
