@@ -199,3 +199,10 @@ for (const [name, b] of Object.entries(DATA)) {
 }
 </script></body></html>
 """
+
+
+if __name__ == "__main__":  # python -m torchneuron.compat.html [FOLDER] [PAGE]
+    import sys
+
+    folder = sys.argv[1] if len(sys.argv) > 1 else "reports"
+    print(write(folder, sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "compat.html")))
