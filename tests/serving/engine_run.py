@@ -1,0 +1,67 @@
+"""Runs the serving tests' prompts through one vLLM engine in a process of its own and prints
+JSON: the prompts' token ids, the greedy tokens, the seeded samples, and for every worker its
+rank, device, the backend of its tensor-parallel device group and where its weights and KV
+cache live. The platform is vLLM's choice (`VLLM_TARGET_DEVICE=cpu` gives its CPU platform).
+
+    python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from serving_common import MAX_MODEL_LEN, MAX_TOKENS, PROMPTS  # noqa: E402
+
+# collective_rpc sends the probe below to the worker processes by value.
+os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+
+SEEDED = dict(temperature=0.8, top_p=0.9, top_k=40, seed=7)
+
+
+def worker_placement(worker) -> dict:
+    import torch.distributed as dist
+    from vllm.distributed import get_tp_group
+
+    runner = worker.model_runner
+    return {
+        "rank": worker.rank,
+        "device": str(worker.device),
+        "tp_backend": str(dist.get_backend(get_tp_group().device_group)),
+        "weights": sorted({str(p.device) for p in runner.model.parameters()}),
+        "kv_cache": sorted({str(t.device) for t in runner.kv_caches}),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    args = parser.parse_args()
+
+    from vllm import LLM, SamplingParams
+    from vllm.platforms import current_platform
+
+    # float32, as the model is saved: vLLM's "auto" would run a float32 model in bfloat16.
+    llm = LLM(model=args.model, dtype="float32", max_model_len=MAX_MODEL_LEN, seed=0,
+              enforce_eager=True, kv_cache_memory_bytes=32 << 20, max_num_seqs=16,
+              tensor_parallel_size=args.tensor_parallel_size)
+    greedy = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
+                                                  ignore_eos=True), use_tqdm=False)
+    seeded = llm.generate(PROMPTS, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True,
+                                                  **SEEDED), use_tqdm=False)
+    print("RESULT " + json.dumps({
+        "platform": current_platform.device_type,
+        "prompt_ids": [list(o.prompt_token_ids) for o in greedy],
+        "greedy": [list(o.outputs[0].token_ids) for o in greedy],
+        "seeded": [list(o.outputs[0].token_ids) for o in seeded],
+        "workers": llm.collective_rpc(worker_placement),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""`NeuronPlatform`: vLLM's view of the device `neuron`.
+
+The software NeuronCore runs CPU kernels on device memory, so the fastest kernels vLLM has for it
+are its CPU ones (the `vllm._C` attention, cache and sampling ops, which torchneuron's boxed
+fallback runs on neuron tensors). The platform therefore takes vLLM CPU's rules (block size,
+executor, attention backend, compile settings, kernels) and changes what makes it a device of its
+own: the device type and dispatch key, the c10d backend, memory figures from `torch.neuron`,
+and a worker whose model runner keeps weights, KV cache and activations in neuron memory.
+It is an out-of-tree platform (PlatformEnum.OOT), as vllm-ascend's and vllm-gaudi's are.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from vllm.logger import init_logger
+from vllm.platforms.cpu import CpuPlatform
+from vllm.platforms.interface import PlatformEnum
+
+from . import host_cache
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+logger = init_logger(__name__)
+
+WORKER_CLS = "torchneuron.serving.worker.NeuronWorker"
+
+# Every vLLM process (front end, engine core, workers) imports this module when it resolves its
+# platform, and each of them runs vLLM's shutdown.
+host_cache.install()
+
+
+class NeuronPlatform(CpuPlatform):
+    _enum = PlatformEnum.OOT
+    device_name: str = "neuron"
+    device_type: str = "neuron"
+    dispatch_key: str = "PrivateUse1"
+    dist_backend: str = "neuron"
+    # vLLM narrows the visible devices of each worker through this variable, as with
+    # CUDA_VISIBLE_DEVICES; torchneuron reads it (runtime/config.py).
+    device_control_env_var: str = "NEURON_RT_VISIBLE_CORES"
+
+    @classmethod
+    def get_device_name(cls, device_id: int = 0) -> str:
+        return torch.neuron.get_device_name(device_id)
+
+    @classmethod
+    def get_device_total_memory(cls, device_id: int = 0) -> int:
+        return torch.neuron.get_device_properties(device_id).total_memory
+
+    @classmethod
+    def set_device(cls, device: torch.device) -> None:
+        torch.neuron.set_device(device)
+
+    @classmethod
+    def manual_seed_all(cls, seed: int) -> None:
+        torch.neuron.manual_seed_all(seed)
+
+    @classmethod
+    def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
+        if dtype not in cls().supported_dtypes:
+            raise ValueError(f"{dtype} is not supported on neuron; supported: "
+                             f"{cls().supported_dtypes}")
+
+    @classmethod
+    def get_current_memory_usage(cls, device: torch.types.Device | None = None) -> float:
+        return float(torch.neuron.memory_allocated(device))
+
+    @classmethod
+    def get_device_communicator_cls(cls) -> str:
+        # vLLM's base communicator runs every collective through torch.distributed on the
+        # device group, whose backend is torchneuron's `neuron` (dist_backend above). The CPU's
+        # shared-memory communicator would bypass it.
+        return ("vllm.distributed.device_communicators.base_device_communicator."
+                "DeviceCommunicatorBase")
+
+    @classmethod
+    def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
+        parallel_config = vllm_config.parallel_config
+        if parallel_config.worker_cls == "auto":
+            parallel_config.worker_cls = WORKER_CLS
+        # vLLM CPU's rules all apply here; the one line that does not is its check that the
+        # device type is "cpu", so it sees "cpu" for the length of the call.
+        device_config = vllm_config.device_config
+        device_type = device_config.device_type
+        device_config.device_type = "cpu"
+        try:
+            super().check_and_update_config(vllm_config)
+        finally:
+            device_config.device_type = device_type
+        # vLLM turns on Inductor's combo kernels for every platform but the CPU; they need a
+        # backend that benchmarks fused nodes, which Inductor's C++ backend (neuron's, as the
+        # CPU's) does not have. The CPU never gets them; neither does neuron.
+        inductor_config = vllm_config.compilation_config.inductor_compile_config
+        inductor_config["combo_kernels"] = False
+        inductor_config.pop("benchmark_combo_kernel", None)
