@@ -148,12 +148,12 @@ class Run:
         return True
 
 
-def _build(arch: Architecture):
+def _build(arch: Architecture, profile: str):
     import transformers
 
     from .shrink import tiny_config
 
-    config = tiny_config(arch.model_type)
+    config = tiny_config(arch.model_type, profile)
     if arch.head == "causal_lm" and hasattr(config, "is_decoder") and not config.is_encoder_decoder:
         config.is_decoder = True  # encoder models used as LM heads (BertLMHeadModel) need it
     cls = getattr(transformers, arch.class_name)
@@ -172,6 +172,38 @@ def _build(arch: Architecture):
     return model, n
 
 
+def _runs_on_cpu(model, arch: Architecture, every_modality: bool) -> bool:
+    try:
+        with torch.no_grad():
+            model(**forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED),
+                                   every_modality))
+        return True
+    except Exception:  # noqa: BLE001 - this shrink profile does not fit the model: try the next
+        return False
+
+
+def build_tiny(arch: Architecture):
+    """(model, parameters, profile, every_modality): the first shrink profile, and input recipe
+    (the main input alone, then one input per declared modality), whose model builds and runs
+    forward on the CPU; else the first model that builds (its forward then fails as the report's
+    cause), else the first profile's build error."""
+    from .shrink import PROFILES
+
+    fallback = None
+    for profile in PROFILES:
+        try:
+            model, n = _build(arch, profile)
+        except Exception:  # noqa: BLE001 - the next profile may build
+            continue
+        for every_modality in (False, True):
+            if _runs_on_cpu(model, arch, every_modality):
+                return model, n, profile, every_modality
+        fallback = fallback or (model, n, profile, False)
+    if fallback is not None:
+        return fallback
+    return (*_build(arch, PROFILES[0]), PROFILES[0], False)  # raises the first profile's error
+
+
 def check(arch: Architecture) -> dict[str, Any]:
     """The report record of one architecture; never raises for a model's failure."""
     run = Run(arch)
@@ -179,7 +211,8 @@ def check(arch: Architecture) -> dict[str, Any]:
     models: dict[str, Any] = {}
 
     def build_cpu():
-        models["cpu"], rec["parameters"] = _build(arch)
+        models["cpu"], rec["parameters"], rec["shrink_profile"], rec["every_modality"] = \
+            build_tiny(arch)
 
     def build_neuron(_):
         models["neuron"] = run.on_neuron(lambda: copy.deepcopy(models["cpu"]).to("neuron"))
@@ -191,7 +224,7 @@ def check(arch: Architecture) -> dict[str, Any]:
     inputs: dict[str, torch.Tensor] = {}
 
     def forward_cpu():
-        inputs.update(forward_inputs(cpu_model, arch.head, gen))
+        inputs.update(forward_inputs(cpu_model, arch.head, gen, rec["every_modality"]))
         with torch.no_grad():
             return tensors(cpu_model(**inputs))
 

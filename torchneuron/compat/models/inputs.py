@@ -62,9 +62,20 @@ def _image_size(config) -> tuple[int, int]:
     return 32, 32
 
 
-def main_input(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """The model's main input (and attention mask) from its config."""
-    config, name = model.config, model.main_input_name
+def _main_input_name(model) -> str:
+    """`main_input_name`, unless forward does not take it (a vision tower that inherits the
+    default "input_ids"): then forward's first parameter, the input it documents first."""
+    params = [p for p in inspect.signature(model.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY)]
+    names = [p.name for p in params]
+    if model.main_input_name in names or not names:
+        return model.main_input_name
+    return names[0]
+
+
+def main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str, torch.Tensor]:
+    """The model's main input (and attention mask) from its config; or the input `name`."""
+    config, name = model.config, name or _main_input_name(model)
     if name == "input_ids":
         ids = token_ids(config, (BATCH, SEQ), gen)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
@@ -98,9 +109,33 @@ def _named(model, name: str) -> bool:
     return name in inspect.signature(model.forward).parameters
 
 
-def forward_inputs(model, head: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Main input plus what an encoder-decoder's forward needs (decoder ids)."""
+# The input each modality of `input_modalities` stands for, in the order forward takes them.
+MODALITY_INPUTS = {"text": ("input_ids",), "image": ("pixel_values",),
+                   "audio": ("input_features", "input_values")}
+
+
+def modality_inputs(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """An input for every modality the model declares (`input_modalities`) that its forward
+    takes by name: dual encoders (CLIP-like) need text and image together."""
+    modalities = getattr(model, "input_modalities", ()) or ()
+    if isinstance(modalities, str):
+        modalities = (modalities,)
+    inputs: dict[str, torch.Tensor] = {}
+    for modality in modalities:
+        for name in MODALITY_INPUTS.get(modality, ()):
+            if _named(model, name):
+                inputs.update(main_input(model, gen, name))
+                break
+    return inputs
+
+
+def forward_inputs(model, head: str, gen: torch.Generator,
+                   every_modality: bool = False) -> dict[str, torch.Tensor]:
+    """Main input plus what an encoder-decoder's forward needs (decoder ids); with
+    `every_modality`, an input for each declared modality besides."""
     inputs = main_input(model, gen)
+    if every_modality:
+        inputs.update({k: v for k, v in modality_inputs(model, gen).items() if k not in inputs})
     if "attention_mask" in inputs and not _named(model, "attention_mask"):
         del inputs["attention_mask"]
     if getattr(model.config, "is_encoder_decoder", False) and _named(model, "decoder_input_ids"):

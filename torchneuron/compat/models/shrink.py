@@ -48,6 +48,7 @@ _DEPTH_KEYS = {"depth", "num_blocks", "n_layers", "n_layer"}
 _LAYERS = re.compile(r"(^|_)layers$")
 _HEAD_DIM = re.compile(r"head_dim$")
 _LORA_RANK = re.compile(r"lora_rank$")
+_VOCAB = re.compile(r"(^|_)vocab_size(_|$)|_vocab$")
 # Randomness inside forward (dropout, masking, VITS-style noise) draws from per-device
 # generators, whose streams diverge between a CPU run and a neuron run (as CPU and CUDA do).
 _RANDOM_FLOAT = re.compile(
@@ -123,8 +124,8 @@ def _shrink_int(key: str, value: int) -> int:
         return min(value, HEAD_DIM)
     if _LORA_RANK.search(key):
         return min(value, HEAD_DIM)
-    if key == "vocab_size":
-        return min(value, VOCAB)
+    if key == "vocab_size" or _VOCAB.search(key):
+        return min(value, VOCAB)  # also per-layer and per-modality vocabularies
     if key == "image_size":
         return min(value, IMAGE_SIZE)
     if key == "patch_size":
@@ -143,16 +144,49 @@ def _layer_count(d: dict) -> int | None:
     return None
 
 
-def shrink_dict(d: dict[str, Any]) -> dict[str, Any]:
-    """The tiny version of one config dict; nested dicts (sub-configs) are shrunk the same way."""
+def _per_layer(value: dict, keep: list[int]) -> dict | None:
+    """A dict keyed by layer index ("05": {...}) follows the kept layers, renumbered; None when
+    the dict is not keyed by layer indices."""
+    if not value or not all(isinstance(k, str) and k.isdigit() for k in value):
+        return None
+    return {str(new): value[k] for new, old in enumerate(keep)
+            for k in value if int(k) == old}
+
+
+def _keep_head_dim(d: dict, out: dict) -> None:
+    """The second shrink profile: the full-size head_dim stays (rotary sections, per-head norms
+    and fused kernels are sized from it), with two heads of it, instead of shrinking each head."""
+    hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
+    if not (isinstance(hidden, int) and isinstance(heads, int) and heads):
+        return
+    head_dim = d["head_dim"] if isinstance(d.get("head_dim"), int) else hidden // heads
+    out["num_attention_heads"] = 2
+    out["hidden_size"] = 2 * head_dim
+    if isinstance(out.get("head_dim"), int):
+        out["head_dim"] = head_dim
+    if isinstance(out.get("num_key_value_heads"), int):
+        out["num_key_value_heads"] = 1 if d["num_key_value_heads"] < heads else 2
+    if isinstance(out.get("intermediate_size"), int):
+        out["intermediate_size"] = 2 * head_dim
+
+
+PROFILES = ("small heads", "full head_dim")
+
+
+def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]:
+    """The tiny version of one config dict; nested dicts (sub-configs) are shrunk the same way.
+    `profile` is one of PROFILES (check.py tries them in order until the CPU runs the model)."""
     layers_before = _layer_count(d)
     keep = _kept_layers(d, layers_before)
     out: dict[str, Any] = {}
     for key, value in d.items():
         if not isinstance(key, str):
             out[key] = value  # id2label and friends: int keys, nothing to shrink
+        elif isinstance(value, dict) and layers_before and _per_layer(value, keep) is not None:
+            out[key] = {k: shrink_dict(v, profile) if isinstance(v, dict) else v
+                        for k, v in _per_layer(value, keep).items()}
         elif isinstance(value, dict):
-            out[key] = shrink_dict(value)
+            out[key] = shrink_dict(value, profile)
         elif isinstance(value, bool) or value is None:
             out[key] = value
         elif isinstance(value, int):
@@ -171,6 +205,8 @@ def shrink_dict(d: dict[str, Any]) -> dict[str, Any]:
     hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
     if isinstance(out.get("head_dim"), int) and isinstance(hidden, int) and isinstance(heads, int):
         out["head_dim"] = max(1, hidden // heads)
+    if profile == "full head_dim":
+        _keep_head_dim(d, out)
     _remap_token_ids(out)
     return out
 
@@ -217,13 +253,13 @@ def special_token_ids(config) -> set[int]:
     return ids
 
 
-def tiny_config(model_type: str):
+def tiny_config(model_type: str, profile: str = PROFILES[0]):
     """The model type's config with the battery's tiny sizes."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     config_class = CONFIG_MAPPING[model_type]
     full = config_class().to_dict()
-    small = shrink_dict(full)
+    small = shrink_dict(full, profile)
     small.pop("transformers_version", None)
     small.pop("model_type", None)
     return config_class.from_dict(small)
