@@ -131,6 +131,39 @@ def _flux():
                                   axes_dims_rope=[4, 4, 8])
 
 
+def _tiny_vae():
+    from diffusers import AutoencoderTiny
+
+    return AutoencoderTiny(encoder_block_out_channels=(16, 16), decoder_block_out_channels=(16, 16),
+                           num_encoder_blocks=(1, 1), num_decoder_blocks=(1, 1))
+
+
+def _sana():
+    from diffusers import SanaTransformer2DModel
+
+    return SanaTransformer2DModel(in_channels=4, out_channels=4, num_attention_heads=2,
+                                  attention_head_dim=8, num_layers=2, num_cross_attention_heads=2,
+                                  cross_attention_head_dim=8, cross_attention_dim=16,
+                                  caption_channels=32, sample_size=8)
+
+
+def _wan():
+    from diffusers import WanTransformer3DModel
+
+    return WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8,
+                                 in_channels=4, out_channels=4, text_dim=32, freq_dim=32,
+                                 ffn_dim=32, num_layers=2, rope_max_seq_len=32)
+
+
+def _auraflow():
+    from diffusers import AuraFlowTransformer2DModel
+
+    return AuraFlowTransformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_mmdit_layers=1,
+                                      num_single_dit_layers=1, attention_head_dim=8,
+                                      num_attention_heads=2, joint_attention_dim=32,
+                                      caption_projection_dim=16, out_channels=4, pos_embed_max_size=64)
+
+
 def _flux_inputs():
     # Packed latents: 4x4 positions of 4 channels, text of 3 tokens, ids per position (t, h, w).
     h = w = 4
@@ -168,4 +201,14 @@ def cases() -> list[Case]:
                             "encoder_hidden_states": _randn(BATCH, 5, 32),
                             "pooled_projections": _randn(BATCH, 16)}),
         model_case("FluxTransformer2DModel", "transformer", _flux, _flux_inputs),
+        model_case("AutoencoderTiny", "vae", _tiny_vae, lambda: {"sample": _randn(BATCH, 3, 32, 32)}),
+        model_case("SanaTransformer2DModel", "transformer", _sana,
+                   lambda: {"hidden_states": _randn(BATCH, 4, 8, 8), "timestep": t,
+                            "encoder_hidden_states": _randn(BATCH, 5, 32)}),
+        model_case("WanTransformer3DModel", "video transformer", _wan,
+                   lambda: {"hidden_states": _randn(BATCH, 4, 2, 8, 8), "timestep": t,
+                            "encoder_hidden_states": _randn(BATCH, 5, 32)}),
+        model_case("AuraFlowTransformer2DModel", "transformer", _auraflow,
+                   lambda: {"hidden_states": _randn(BATCH, 4, 8, 8), "timestep": t,
+                            "encoder_hidden_states": _randn(BATCH, 5, 32)}),
     ]
