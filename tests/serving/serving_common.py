@@ -83,5 +83,7 @@ def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 
     done = subprocess.run([sys.executable, str(HERE / name), *args], capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=timeout,
                           start_new_session=True)
-    assert done.returncode == 0, f"{name} failed ({done.returncode}):\n{done.stderr[-4000:]}"
+    # vLLM logs to stdout, so its root causes are there, before the driver's traceback.
+    assert done.returncode == 0, (f"{name} failed ({done.returncode}):\n"
+                                  f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
     return done.stdout

@@ -1,0 +1,80 @@
+"""Fast checks of the serving plugin, in the default suite: the KV cache size rule (everywhere),
+and, where vLLM is installed, that the `vllm.platform_plugins` entry point and the platform class
+load, that vLLM picks neuron by itself and the CPU when VLLM_TARGET_DEVICE=cpu says so."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+import torch
+
+from torchneuron.serving import kv_cache_size
+from torchneuron.serving.kv_cache_size import GiB, DeviceMemory, kv_cache_bytes
+
+
+def memory(device_free: float, backing: float) -> DeviceMemory:
+    return DeviceMemory(int(device_free * GiB), int(backing * GiB), "test")
+
+
+def test_default_kv_cache_is_modest_and_shrinks_to_what_backs_the_device():
+    assert kv_cache_bytes(None, memory(24, 20)) == kv_cache_size.DEFAULT_KV_CACHE_BYTES == GiB
+    small = memory(24, 2)  # a device much larger than the host memory behind it
+    assert kv_cache_bytes(None, small) == int(2 * GiB * kv_cache_size.DEFAULT_SHARE_OF_BACKING)
+
+
+def test_explicit_kv_cache_size_is_kept_when_it_fits():
+    assert kv_cache_bytes(3 * GiB, memory(24, 20)) == 3 * GiB
+
+
+@pytest.mark.parametrize("free, backing, limit", [(2, 20, "device free: 2.00"),
+                                                  (24, 2, "backing it: 2.00")])
+def test_explicit_kv_cache_beyond_device_or_backing_memory_is_refused(free, backing, limit):
+    with pytest.raises(ValueError, match=f"asks for 3.00 GiB.*{limit}.*VLLM_CPU_KVCACHE_SPACE"):
+        kv_cache_bytes(3 * GiB, memory(free, backing))
+
+
+def test_nonpositive_kv_cache_size_is_refused():
+    with pytest.raises(ValueError, match="must be positive"):
+        kv_cache_bytes(0, memory(24, 20))
+
+
+def test_device_memory_reads_the_device_and_its_backing():
+    device = torch.device("neuron", 0)
+    figures = kv_cache_size.device_memory(device)
+    free, total = torch.neuron.mem_get_info(device)
+    assert 0 < figures.device_free <= total
+    assert figures.backing_available > 0
+    assert figures.backing_source in ("torchneuron._C._backing_memory_available",
+                                      "torch.neuron.mem_get_info")
+
+
+# --- where vLLM is installed (the serving environment, `make test-serve`) -----------------
+
+
+def test_entry_point_loads_the_neuron_platform():
+    pytest.importorskip("vllm")
+    from vllm.platforms.interface import Platform, PlatformEnum
+
+    (entry,) = [e for e in importlib.metadata.entry_points(group="vllm.platform_plugins")
+                if e.name == "neuron"]
+    class_path = entry.load()()
+    module_name, class_name = class_path.rsplit(".", 1)
+    platform = getattr(importlib.import_module(module_name), class_name)
+    assert issubclass(platform, Platform) and platform._enum == PlatformEnum.OOT
+    assert (platform.device_type, platform.dispatch_key, platform.dist_backend) == \
+        ("neuron", "PrivateUse1", "neuron")
+    assert platform.get_device_total_memory(0) == \
+        torch.neuron.get_device_properties(0).total_memory
+
+
+def test_vllm_picks_neuron_unless_the_cpu_is_asked_for(monkeypatch):
+    pytest.importorskip("vllm")
+    from vllm.platforms import resolve_current_platform_cls_qualname
+
+    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    assert resolve_current_platform_cls_qualname() == \
+        "torchneuron.serving.platform.NeuronPlatform"
+    monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
+    assert resolve_current_platform_cls_qualname() == "vllm.platforms.cpu.CpuPlatform"

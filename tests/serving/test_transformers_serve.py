@@ -1,0 +1,107 @@
+"""`transformers serve` on neuron with continuous batching, in the main environment, driven by the
+same `openai` client: completions, chat completions, streaming and concurrent requests, each
+held to Hugging Face `generate()` on the CPU. The server is transformers' own (`Serve`, the class
+behind the command) in a thread of this process, so that the test can see where its model lives;
+it listens on 127.0.0.1 and is stopped at the end of the module, whatever the outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+
+import pytest
+
+for needed in ("fastapi", "uvicorn", "openai"):  # transformers' `serving` extra
+    pytest.importorskip(needed)
+import openai  # noqa: E402
+from serving_common import MAX_TOKENS, PROMPTS, free_port  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def serve(model_dir):
+    from transformers.cli.serve import Serve
+
+    port = free_port()
+    # The KV cache is given in blocks: by default transformers sizes it as a share of the
+    # device's free memory (24 GiB here), which the host behind the software device cannot back.
+    server = Serve(str(model_dir), continuous_batching=True, device="neuron", dtype="float32",
+                   cb_block_size=32, cb_num_blocks=128, host="127.0.0.1", port=port,
+                   non_blocking=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "transformers serve did not come up"
+                time.sleep(0.5)
+        server.base_url = f"http://127.0.0.1:{port}/v1"
+        yield server
+    finally:
+        server.kill_server()
+
+
+@pytest.fixture(scope="module")
+def client(serve):
+    return openai.OpenAI(base_url=serve.base_url, api_key="unused", timeout=120)
+
+
+def expected_text(tokenizer, tokens: list[int]) -> tuple[str, str]:
+    """The text and finish reason of a greedy answer that stops at the end-of-sequence token."""
+    if tokenizer.eos_token_id in tokens:
+        return tokenizer.decode(tokens[:tokens.index(tokenizer.eos_token_id)]), "stop"
+    return tokenizer.decode(tokens), "length"
+
+
+def test_model_is_on_neuron_and_batches_continuously(serve, client, model_dir):
+    client.completions.create(model=str(model_dir), prompt=PROMPTS[0], max_tokens=2,
+                              temperature=0)
+    (timed,) = serve._model_manager.loaded_models.values()
+    assert {p.device.type for p in timed.model.parameters()} == {"neuron"}
+    state = serve._generation_state
+    assert state._cb_manager is not None and state.is_cb_alive()
+    assert not state._generate_managers, "a request took the sequential generate() path"
+
+
+def test_completions_match_hf_on_cpu(client, model_dir, tokenizer, hf_greedy):
+    for prompt in PROMPTS:
+        answer = client.completions.create(model=str(model_dir), prompt=prompt,
+                                           max_tokens=MAX_TOKENS, temperature=0)
+        text, reason = expected_text(tokenizer, hf_greedy(tokenizer(prompt).input_ids))
+        assert (answer.choices[0].text, answer.choices[0].finish_reason) == (text, reason)
+
+
+def test_chat_and_streaming_match_hf_on_cpu(client, model_dir, tokenizer, hf_greedy):
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    template = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                             tokenize=False)
+    text, _ = expected_text(tokenizer, hf_greedy(tokenizer(template,
+                                                           add_special_tokens=False).input_ids))
+    answer = client.chat.completions.create(model=str(model_dir), messages=messages,
+                                            max_tokens=MAX_TOKENS, temperature=0)
+    assert answer.choices[0].message.content == text
+    pieces = [c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=str(model_dir), messages=messages, max_tokens=MAX_TOKENS, temperature=0,
+        stream=True) if c.choices]
+    assert len([p for p in pieces if p]) > 1
+    assert "".join(pieces) == text
+
+
+def test_concurrent_requests_complete_and_match(serve, model_dir, tokenizer, hf_greedy):
+    prompts = [f"{PROMPTS[i % len(PROMPTS)]} {i}" for i in range(16)]
+
+    async def ask_all():
+        client = openai.AsyncOpenAI(base_url=serve.base_url, api_key="unused", timeout=300)
+        async with client:
+            return await asyncio.gather(*(
+                client.completions.create(model=str(model_dir), prompt=p,
+                                          max_tokens=MAX_TOKENS, temperature=0)
+                for p in prompts))
+
+    for prompt, answer in zip(prompts, asyncio.run(ask_all())):
+        text, reason = expected_text(tokenizer, hf_greedy(tokenizer(prompt).input_ids))
+        assert (answer.choices[0].text, answer.choices[0].finish_reason) == (text, reason)
