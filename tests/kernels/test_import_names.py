@@ -1,7 +1,7 @@
-"""`import nki` and `from torch_neuronx import nki_op` give torchneuron's implementations where
-AWS's packages are absent or only PyPI's placeholder releases are installed, and AWS's real
-packages where they are installed (simulated by fake distributions on sys.path), whichever comes
-first on the path."""
+"""`import nki` (and `torch_neuronx`, bound the way its shim will bind it) give torchneuron's
+implementations where AWS's packages are absent or only PyPI's placeholder releases are
+installed, and AWS's real packages where they are installed (simulated by fake distributions on
+sys.path), whichever comes first on the path."""
 
 import os
 import sys
@@ -35,6 +35,8 @@ def run_with_path(code: str, *paths: Path):
 def test_without_aws_packages_the_names_are_torchneurons():
     out = run_with_path("""
         import nki, nki.language as nl, nki.isa as nisa
+        from torchneuron.import_names import bind
+        bind("torch_neuronx")  # what the torch_neuronx shim does
         from torch_neuronx import nki_op
         import torchneuron.kernels.nki as ours
         assert nki is ours and nl is ours.language and nisa is ours.isa
@@ -53,7 +55,9 @@ def test_aws_real_packages_are_never_shadowed(tmp_path, order):
                       "REAL = 'aws torch_neuronx'\n")
     paths = (REPO, tmp_path) if order == "repo first" else (tmp_path, REPO)
     out = run_with_path("""
-        import nki, nki.language, torch_neuronx
+        import nki, nki.language
+        from torchneuron.import_names import bind
+        torch_neuronx = bind("torch_neuronx")
         print(nki.REAL, nki.language.REAL, torch_neuronx.REAL, sep="|")
     """, *paths)
     assert out.strip() == "aws nki|aws nki.language|aws torch_neuronx"
@@ -66,6 +70,8 @@ def test_pypi_placeholders_do_not_break_the_names(tmp_path):
                       "raise ImportError('placeholder: install torch-neuronx from AWS')\n")
     out = run_with_path("""
         import nki
+        from torchneuron.import_names import bind
+        bind("torch_neuronx")
         from torch_neuronx import nki_op
         print(nki.__name__)
     """, REPO, tmp_path)
