@@ -1,9 +1,8 @@
 """The import names of AWS's Neuron packages, `nki` and `torch_neuronx`, where torchneuron is
 installed: the one place that decides what they are.
 
-The top-level package `nki/` of this repository is a three-line shim that calls `bind`; a
-`torch_neuronx/` shim of the same three lines is for issue 17 to add (with it, accelerate and
-transformers take their neuron code paths, which that issue makes work). Where AWS's real package is installed (its distribution ships the package's
+The top-level packages `nki/` and `torch_neuronx/` of this repository are three-line shims that
+call `bind`. Where AWS's real package is installed (its distribution ships the package's
 `__init__.py` and is not one of PyPI's placeholder releases of the name), `bind` loads that
 package from its own files, so torchneuron never shadows it. Otherwise the name becomes
 torchneuron's implementation: `nki` is NKI on the software NeuronCore

@@ -7,7 +7,7 @@ import torch
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from torchneuron.torch_neuronx import nki_op  # `from torch_neuronx import nki_op` (issue 17)
+from torch_neuronx import nki_op
 from torchneuron.kernels.nki import NkiValidationError
 
 
