@@ -1,6 +1,9 @@
-"""Where a library that already knows the device `neuron` misses it in one place, the smallest
-correction, applied when that library is imported (never by importing it ourselves)."""
+"""What libraries written for AWS's TorchNeuron expect of the device: the smallest correction
+where one misses `neuron` (applied when that library is imported, never by importing it
+ourselves), and one core per launched process."""
 
+from ..runtime import device_state
+from .launcher_rank import start_on_local_rank
 from .post_import import when_imported
 from .transformers_pipeline import fix_pipeline_device
 
@@ -8,3 +11,4 @@ from .transformers_pipeline import fix_pipeline_device
 def install() -> None:
     """Called once by torchneuron/__init__.py."""
     when_imported("transformers.pipelines.base", fix_pipeline_device)
+    device_state.on_configured(start_on_local_rank)

@@ -15,12 +15,19 @@ from . import config
 
 _lock = threading.RLock()
 _on_configure: list[Callable[[config.Config], None]] = []
+_on_configured: list[Callable[[config.Config], None]] = []
 
 
 def on_configure(fn: Callable[[config.Config], None]) -> None:
     """Runs `fn(config)` when the runtime is configured (a layer above applies its settings:
     the float64 policy, ...). Registered at import, before any device use."""
     _on_configure.append(fn)
+
+
+def on_configured(fn: Callable[[config.Config], None]) -> None:
+    """Runs `fn(config)` right after the runtime is configured, when device queries work (the
+    starting device of a process a launcher started)."""
+    _on_configured.append(fn)
 
 
 def configure() -> config.Config:
@@ -34,6 +41,8 @@ def configure() -> config.Config:
             for fn in _on_configure:
                 fn(cfg)
             _C._configure(cfg.device_count, cfg.hbm_bytes_per_device)
+            for fn in _on_configured:
+                fn(cfg)
         return cfg
 
 
