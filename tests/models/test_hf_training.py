@@ -95,11 +95,3 @@ def test_accelerator_trains_on_neuron_with_the_device_setting(python, tmp_path):
     assert neuron["param"].startswith("neuron") and neuron["batch"].startswith("neuron")
     cpu = _run(python, ACCELERATE, tmp_path, "cpu")
     _assert_same_training(neuron, cpu)
-
-
-@pytest.mark.slow
-def test_without_the_setting_accelerate_does_not_find_neuron(python, tmp_path):
-    # Documents the finding above: accelerate's is_neuron_available() looks for torch_neuronx.
-    # If a later accelerate finds neuron by itself, this fails and the docs should change.
-    out = _run(python, ACCELERATE, tmp_path, None)
-    assert out["device"] == "cpu"
