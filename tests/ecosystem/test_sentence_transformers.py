@@ -5,7 +5,6 @@ pool needs a parent that never touched neuron, which lazy initialization gives (
 used to initialize the device, and the pool refused); each worker sees its own NeuronCore."""
 
 import pytest
-import torch
 
 from .fresh import run_script
 

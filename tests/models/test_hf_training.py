@@ -1,10 +1,8 @@
-"""Hugging Face's own training paths on neuron: a transformers.Trainer run and an accelerate
-Accelerator() loop. Finding: both follow accelerate's device choice, and accelerate (1.16) only
-accepts the device type "neuron" when AWS's torch_neuronx package is installed, so with no
-setting they train on the CPU; the one-line change is the environment setting accelerate
-documents, ACCELERATE_TORCH_DEVICE=neuron, with no change to the training code. Each run is a
-fresh process (accelerate's state is a per-process singleton) and is compared with the same run
-on the CPU: same losses, same weights."""
+"""Hugging Face's own training paths on neuron with accelerate's explicit device setting,
+ACCELERATE_TORCH_DEVICE=neuron (still honoured; with no setting at all they find neuron through
+`torch_neuronx`, tests/ecosystem/): a transformers.Trainer run and an accelerate Accelerator()
+loop. Each run is a fresh process (accelerate's state is a per-process singleton) and is compared
+with the same run on the CPU: same losses, same weights."""
 
 import json
 
