@@ -5,7 +5,6 @@ for programs that never use them, and `import torch` pays nothing."""
 from __future__ import annotations
 
 import importlib.abc
-import importlib.util
 import sys
 import threading
 from typing import Callable
@@ -35,16 +34,17 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name not in _hooks:
             return None
-        # Find the real spec with the other finders, then wrap its loader.
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _Loader(spec.loader, name)
-        return spec
+        # Ask the other finders, in order (never leaving the list, so an import in another
+        # thread meanwhile still passes here), then wrap the loader of the spec found.
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _Loader(spec.loader, name)
+                return spec
+        return None
 
 
 _finder = _Finder()
