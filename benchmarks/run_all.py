@@ -1,11 +1,16 @@
 """Runs every benchmark in benchmarks/ and writes docs/performance.md: the machine it ran on,
 then each benchmark's description (its docstring) and latest tables. `make bench-all`.
 
-Each run is a fresh process, started as a user would start it, with `--markdown` added so that
-it prints its settings and tables in Markdown; what it measures is what it measures alone.
+Each run is a fresh process, started as a user would start it (with the interpreter of its own
+environment where a benchmark needs one, such as vLLM's), with `--markdown` added so that it
+prints its settings and tables in Markdown; what it measures is what it measures alone. A
+benchmark added to benchmarks/ but not to RUNS is named on the page as not run (and
+tests/test_docs.py fails until it is listed and run).
+
 Each benchmark runs with its own default round count; the whole run takes about a quarter of an
-hour on 2 cores (most of it compiling and the collectives' largest buffers). The file is written only if every run
-succeeds, so a failed run leaves the previous figures in place.
+hour on a quiet 2-core machine (most of it compiling, and the collectives' largest buffers). The
+file is written only if every run succeeds, so a failed run leaves the previous figures as they
+were.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ class Run:
     variant: str  # the subheading of this run's tables
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    python: str = ""  # an interpreter of another environment, relative to the repository root
+
+    def interpreter(self) -> str:
+        return str(ROOT / self.python) if self.python else sys.executable
 
 
 # Benchmarks compare neuron and CPU at equal intra-op thread counts; 1 thread is the steadier
@@ -82,7 +91,7 @@ def machine() -> dict[str, str]:
 
 def run(r: Run) -> tuple[str, float]:
     """The run's Markdown output and its duration in seconds; raises if it fails."""
-    command = [sys.executable, str(BENCHMARKS / r.script), "--markdown", *r.args]
+    command = [r.interpreter(), str(BENCHMARKS / r.script), "--markdown", *r.args]
     print(f"== {r.script} ({r.variant})", flush=True)
     start = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env={**os.environ, **r.env},
@@ -97,7 +106,12 @@ def run(r: Run) -> tuple[str, float]:
 
 def command_line(r: Run) -> str:
     env = "".join(f"{k}={v} " for k, v in r.env.items())
-    return f"{env}.venv/bin/python benchmarks/{r.script} {' '.join(r.args)}".rstrip()
+    python = r.python or ".venv/bin/python"
+    return f"{env}{python} benchmarks/{r.script} {' '.join(r.args)}".rstrip()
+
+
+def not_in_runs() -> list[str]:
+    return sorted(set(benchmark_scripts()) - {r.script for r in RUNS})
 
 
 def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: float) -> str:
@@ -112,6 +126,9 @@ def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: f
     lines += [f"| {k} | {v} |" for k, v in host.items()]
     lines += [f"| load average after the runs | {os.getloadavg()[0]:.2f} |",
               f"| time for all runs | {total / 60:.1f} min |", ""]
+    if not_in_runs():  # tests/test_docs.py fails until they are listed in RUNS and run
+        lines += ["Not run (not listed in `benchmarks/run_all.py`): "
+                  + ", ".join(f"`benchmarks/{s}`" for s in not_in_runs()), ""]
     for script in dict.fromkeys(r.script for r, _, _ in outputs):
         lines += [f"## benchmarks/{script}", "", docstring(script), ""]
         for r, text, seconds in outputs:
@@ -125,9 +142,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     args = parser.parse_args()
-    missing = set(benchmark_scripts()) - {r.script for r in RUNS}
-    if missing:
-        raise SystemExit(f"benchmarks not in run_all.RUNS: {', '.join(sorted(missing))}")
+    if not_in_runs():
+        print(f"warning: not in run_all.RUNS, so not run: {', '.join(not_in_runs())}",
+              file=sys.stderr)
+    absent = sorted({r.python for r in RUNS if r.python and not (ROOT / r.python).exists()})
+    if absent:
+        raise SystemExit(f"interpreters some benchmarks need are missing: {', '.join(absent)}")
     host = machine()
     start = time.monotonic()
     outputs = [(r, *run(r)) for r in RUNS]
