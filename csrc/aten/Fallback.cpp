@@ -8,6 +8,7 @@
 #include "aten/IValueTensors.h"
 #include "device/CurrentDevice.h"
 #include "device/NeuronGenerator.h"
+#include "profiler/KernelActivity.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -140,6 +141,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
   }
   const c10::DeviceIndex device = check.finish();
   if (has_float64) check_float64(op.operator_name());
+  profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
+  if (activity.active()) activity.inputs(&(*stack)[begin], num_args);
 
   AliasSession session(device);
   std::optional<GeneratorBridge> bridge;
@@ -189,6 +192,7 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
     c10::IValue& v = (*stack)[rbegin + i];
     v = to_neuron_results(v, session);
   }
+  if (activity.active()) activity.outputs(&(*stack)[rbegin], num_returns);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -2,6 +2,7 @@
 
 #include "device/CurrentDevice.h"
 #include "device/Lifecycle.h"
+#include "profiler/MemoryHistory.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <c10/util/Exception.h>
@@ -90,6 +91,7 @@ void release_cache_locked(c10::DeviceIndex device) {
   for (auto& [size, blocks] : dc.free_blocks) {
     for (void* p : blocks) {
       rt::hbm_free(device, p, size);
+      profiler::memory_event(profiler::MemoryAction::kSegmentFree, device, p, size);
       for_pools(size, [&](std::size_t i) {
         dc.stats.reserved_bytes[i].decrease(size);
         dc.stats.segment[i].decrease(1);
@@ -111,13 +113,14 @@ void release_cache_locked(c10::DeviceIndex device) {
   const std::size_t allocated = dc.stats.allocated_bytes[agg].current;
   const std::size_t reserved = dc.stats.reserved_bytes[agg].current;
   dc.stats.num_ooms++;
+  profiler::memory_event(profiler::MemoryAction::kOom, device, nullptr, size);
   std::ostringstream msg;
   msg << "neuron out of memory. Tried to allocate " << format_bytes(size) << ". neuron:"
       << int(device) << " has a total capacity of " << format_bytes(capacity) << " of which "
       << format_bytes(capacity - in_use) << " is free. " << reason
       << "Of the allocated memory " << format_bytes(allocated)
       << " is allocated by PyTorch, and " << format_bytes(reserved - allocated)
-      << " is reserved by PyTorch but unallocated.";
+      << " is reserved by PyTorch but unallocated." << profiler::on_oom(device);
   TORCH_CHECK_WITH(OutOfMemoryError, false, msg.str());
 }
 
@@ -171,6 +174,7 @@ void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
     dc.stats.segment[i].increase(1);
   });
   dc.stats.num_device_alloc++;
+  profiler::memory_event(profiler::MemoryAction::kSegmentAlloc, device, p, size);
   return p;
 }
 
@@ -206,6 +210,7 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
     });
     allocated_total = dc.stats.allocated_bytes[0].current;
     reserved_total = dc.stats.reserved_bytes[0].current;
+    profiler::memory_event(profiler::MemoryAction::kAlloc, device, p, size, nbytes);
   }
   const c10::Device neuron_device(c10::DeviceType::PrivateUse1, device);
   if (c10::memoryProfilingEnabled()) {
@@ -236,6 +241,7 @@ void NeuronCachingAllocator::free_block(void* ptr) {
       dc.stats.requested_bytes[i].decrease(requested);
     });
     dc.free_blocks[size].push_back(ptr);
+    profiler::memory_event(profiler::MemoryAction::kFree, device, ptr, size, requested);
     dc.cached_bytes += size;
     dc.cached_count++;
     allocated_total = dc.stats.allocated_bytes[0].current;

@@ -13,6 +13,9 @@
 #include "device/NeuronHooks.h"
 #include "ops/Autocast.h"
 #include "ops/DtypePolicy.h"
+#include "profiler/KernelActivity.h"
+#include "profiler/MemoryHistory.h"
+#include "profiler/RecordedActivity.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <torch/csrc/Exceptions.h>
@@ -50,6 +53,52 @@ void call_configurator() {
     e.restore();
     throw python_error();
   }
+}
+
+py::list operands(const std::vector<tn::profiler::Operand>& ops) {
+  py::list out;
+  for (const auto& o : ops) out.append(py::make_tuple(o.shape, o.dtype));
+  return out;
+}
+
+// The last profiler session's device activities, for torchneuron.profiler's estimate.
+py::list profiler_records() {
+  py::list out;
+  for (const auto& r : tn::profiler::last_session_records()) {
+    py::dict d;
+    d["name"] = r.name;
+    d["device"] = r.device;
+    d["stream"] = r.stream;
+    d["start_ns"] = r.start_ns;
+    d["end_ns"] = r.end_ns;
+    d["correlation"] = r.correlation;
+    d["annotation"] = r.annotation;
+    d["inputs"] = operands(r.inputs);
+    d["outputs"] = operands(r.outputs);
+    out.append(d);
+  }
+  return out;
+}
+
+py::list memory_history() {
+  static const char* kActions[] = {"alloc", "free", "segment_alloc", "segment_free", "oom"};
+  py::list out;
+  for (const auto& e : tn::profiler::memory_history()) {
+    out.append(py::make_tuple(kActions[static_cast<int>(e.action)], e.device, e.address, e.size,
+                              e.requested, e.time_us));
+  }
+  return out;
+}
+
+py::object* g_oom_hook = nullptr;
+
+std::vector<tn::profiler::Operand> operands_of(const py::list& pairs) {
+  std::vector<tn::profiler::Operand> out;
+  for (const auto& p : pairs) {
+    auto t = p.cast<py::tuple>();
+    out.push_back({t[0].cast<std::vector<int64_t>>(), t[1].cast<std::string>()});
+  }
+  return out;
 }
 
 }  // namespace
@@ -115,5 +164,38 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_default_generator", [](int d) {
     return tn::default_generator(static_cast<c10::DeviceIndex>(d));
+  });
+
+  m.def("_profiler_records", &profiler_records);
+  m.def("_profiler_recording", &tn::profiler::recording);
+  m.def("_range_push", &tn::profiler::range_push);
+  m.def("_range_pop", &tn::profiler::range_pop);
+  m.def("_mark", &tn::profiler::mark);
+  m.def("_device_clock_ns", &tn::rt::clock_ns);
+  m.def("_record_activity", [](std::string name, int device, int64_t start_ns, int64_t end_ns,
+                               const py::list& inputs, const py::list& outputs) {
+    tn::profiler::KernelRecord r;
+    r.name = std::move(name);
+    r.device = device;
+    r.start_ns = start_ns;
+    r.end_ns = end_ns;
+    r.inputs = operands_of(inputs);
+    r.outputs = operands_of(outputs);
+    tn::profiler::record_activity(std::move(r));
+  });
+  m.def("_set_memory_history", &tn::profiler::set_memory_history);
+  m.def("_memory_history", &memory_history);
+  m.def("_set_oom_hook", [](py::object fn) {
+    if (g_oom_hook == nullptr) g_oom_hook = new py::object();  // lives as long as _C
+    *g_oom_hook = std::move(fn);
+    tn::profiler::set_oom_hook([](int device) -> std::string {
+      py::gil_scoped_acquire gil;
+      if (g_oom_hook->is_none()) return "";
+      try {
+        return (*g_oom_hook)(device).cast<std::string>();
+      } catch (py::error_already_set& e) {
+        return std::string(" (writing the out-of-memory snapshot failed: ") + e.what() + ")";
+      }
+    });
   });
 }

@@ -9,8 +9,9 @@ import pytest
 CSRC = pathlib.Path(__file__).resolve().parents[2] / "csrc"
 
 # Bottom-up. compile and distributed are siblings: neither includes the other.
-RANK = {"runtime": 0, "device": 1, "aten": 2, "ops": 3, "compile": 4, "distributed": 4,
-        "python": 5}
+# profiler: the kernel-activity and memory-history recorders, which device/ and aten/ call.
+RANK = {"runtime": 0, "profiler": 1, "device": 2, "aten": 3, "ops": 4, "compile": 5,
+        "distributed": 5, "python": 6}
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 
 

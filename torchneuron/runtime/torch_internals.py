@@ -1172,6 +1172,47 @@ ENTRIES: tuple[Internal, ...] = (
         "nn.LSTM/GRU on any non-CPU device run their cells through these; neuron implements "
         "them",
         _thnn_fused_cells_exist),
+    # ---- the profiler (csrc/profiler, torchneuron/profiler, torchneuron/device/_memory_history.py)
+    _cpp("torch::profiler::impl::PrivateUse1ProfilerRegistry", ("NeuronActivityProfiler.cpp",),
+         "PyTorch 2.13's extension point for a PrivateUse1 profiler: the factory of our Kineto "
+         "IActivityProfiler; its header is declared again in NeuronActivityProfiler.cpp because "
+         "it includes Kineto's headers by bare names outside an extension's include path",
+         header("torch/csrc/profiler/standalone/privateuse1_profiler.h",
+                "static PrivateUse1ProfilerRegistry& instance();",
+                "void registerFactory(PrivateUse1ProfilerFactory factory);",
+                "std::function<std::unique_ptr<libkineto::IActivityProfiler>()>;"),
+         exports("_ZN5torch8profiler4impl27PrivateUse1ProfilerRegistry8instanceEv",
+                 "_ZN5torch8profiler4impl27PrivateUse1ProfilerRegistry15registerFactoryESt8"
+                 "functionIFSt10unique_ptrIN9libkineto17IActivityProfilerESt14default_deleteI"
+                 "S6_EEvEE"),
+         covers=("torch::profiler::impl::PrivateUse1ProfilerRegistry",
+                 "torch::profiler::impl::PrivateUse1ProfilerFactory")),
+    _cpp("libkineto::IActivityProfiler, IActivityProfilerSession, GenericTraceActivity",
+         ("NeuronActivityProfiler.cpp",),
+         "the device activities reach torch.profiler as Kineto activities of a child session: "
+         "CONCURRENT_KERNEL (device time) and GPU_USER_ANNOTATION (nvtx ranges), linked to the "
+         "CPU op by the correlation id Kineto pushes on the op's thread",
+         header("kineto/IActivityProfiler.h", "class IActivityProfilerSession",
+                "virtual void pushCorrelationId(", "getLinkedActivityCallback",
+                "virtual std::unique_ptr<CpuTraceBuffer> getTraceBuffer() = 0;"),
+         header("kineto/libkineto.h", "struct CpuTraceBuffer"),
+         header("kineto/ActivityType.h", "CONCURRENT_KERNEL = 5", "GPU_USER_ANNOTATION = 2"),
+         exports("_ZNK9libkineto20GenericTraceActivity3logERNS_14ActivityLoggerE"),
+         covers=("libkineto::IActivityProfiler", "libkineto::IActivityProfilerSession",
+                 "libkineto::GenericTraceActivity", "libkineto::CpuTraceBuffer",
+                 "libkineto::ActivityType", "libkineto::ActivityLogger", "libkineto::TraceSpan",
+                 "libkineto::TraceStatus", "libkineto::DeviceInfo", "libkineto::ResourceInfo",
+                 "libkineto::ITraceActivity", "libkineto::Config",
+                 "libkineto::getLinkedActivityCallback")),
+    Internal(
+        "torch.cuda._memory_viz snapshot format", "relied on",
+        ("torchneuron/device/_memory_history.py",),
+        "torch.neuron.memory._snapshot() is built in the structure PyTorch's memory viewers "
+        "read (segments with blocks, device_traces with these actions), so they draw it",
+        _all(exists("torch.cuda._memory_viz.trace_plot"),
+             exists("torch.cuda._memory_viz.segment_plot"),
+             contains("torch.cuda._memory_viz", None, "device_traces", "free_completed",
+                      "segment_alloc", "active_allocated", "total_size"))),
     # ---- libraries above torch (torchneuron/ecosystem/)
     Internal(
         "transformers.pipelines.base.Pipeline.__init__", "patched",

@@ -15,6 +15,7 @@
 #include "aten/CpuStubs.h"  // first: before any ATen header
 #include "aten/Fallback.h"
 #include "aten/native/FastPath.h"
+#include "profiler/KernelActivity.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
@@ -97,6 +98,9 @@ std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& 
 // implementation of the stub.
 at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10::Scalar& alpha) {
   if (op == Arith::kAdd || op == Arith::kSub) at::native::alpha_check(ops.dtype, alpha);
+  static constexpr const char* kNames[] = {"aten::add", "aten::sub", "aten::mul", "aten::div"};
+  const at::Tensor& on_device = ops.self.is_privateuseone() ? ops.self : ops.other;
+  profiler::KernelActivityScope activity(kNames[static_cast<int>(op)], on_device.device().index());
   auto iter = op == Arith::kDiv ? at::TensorIterator::binary_float_op(out, ops.self, ops.other)
                                 : at::TensorIterator::binary_op(out, ops.self, ops.other);
   switch (op) {
@@ -104,6 +108,10 @@ at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10
     case Arith::kSub: at::native::add_stub(c10::kCPU, iter, -alpha); break;  // as the CPU's sub
     case Arith::kMul: at::native::mul_stub(c10::kCPU, iter); break;
     case Arith::kDiv: at::native::div_true_stub(c10::kCPU, iter); break;
+  }
+  if (activity.active()) {
+    activity.inputs({&ops.self, &ops.other});
+    activity.outputs({&iter.output()});
   }
   return iter.output();
 }

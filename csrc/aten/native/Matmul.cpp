@@ -12,6 +12,7 @@
 // case and raises what it must.
 #include "aten/Fallback.h"
 #include "aten/native/FastPath.h"
+#include "profiler/KernelActivity.h"
 
 #include <ATen/Functions.h>
 #include <ATen/ops/addmm_ops.h>
@@ -37,7 +38,9 @@ at::Tensor new_result(c10::IntArrayRef sizes, const at::Tensor& like) {
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (blas_takes({&self, &mat2, &out})) {
-    return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
+    return profiler::run_recorded("aten::mm", {&self, &mat2}, [&]() -> decltype(auto) {
+      return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
+    });
   }
   call_through_fallback("aten::mm", "out", self, mat2, out);
   return out;
@@ -46,7 +49,9 @@ at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& o
 at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   if (blas_takes({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2) {
     at::Tensor out = new_result({self.size(0), mat2.size(1)}, self);
-    return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
+    return profiler::run_recorded("aten::mm", {&self, &mat2}, [&]() -> decltype(auto) {
+      return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
+    });
   }
   return call_through_fallback("aten::mm", "", self, mat2);
 }
@@ -54,7 +59,9 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
   if (blas_takes({&self, &mat1, &mat2, &out})) {
-    return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
+    return profiler::run_recorded("aten::addmm", {&self, &mat1, &mat2}, [&]() -> decltype(auto) {
+      return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
+    });
   }
   call_through_fallback("aten::addmm", "out", self, mat1, mat2, beta, alpha, out);
   return out;
@@ -64,14 +71,18 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
   if (blas_takes({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2) {
     at::Tensor out = new_result({mat1.size(0), mat2.size(1)}, mat1);
-    return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
+    return profiler::run_recorded("aten::addmm", {&self, &mat1, &mat2}, [&]() -> decltype(auto) {
+      return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
+    });
   }
   return call_through_fallback("aten::addmm", "", self, mat1, mat2, beta, alpha);
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (blas_takes({&self, &mat2, &out})) {
-    return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
+    return profiler::run_recorded("aten::bmm", {&self, &mat2}, [&]() -> decltype(auto) {
+      return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
+    });
   }
   call_through_fallback("aten::bmm", "out", self, mat2, out);
   return out;
@@ -80,7 +91,9 @@ at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& 
 at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   if (blas_takes({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3) {
     at::Tensor out = new_result({self.size(0), self.size(1), mat2.size(2)}, self);
-    return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
+    return profiler::run_recorded("aten::bmm", {&self, &mat2}, [&]() -> decltype(auto) {
+      return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
+    });
   }
   return call_through_fallback("aten::bmm", "", self, mat2);
 }

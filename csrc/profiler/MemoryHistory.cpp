@@ -1,0 +1,62 @@
+#include "profiler/MemoryHistory.h"
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+
+namespace torchneuron::profiler {
+
+std::atomic<bool> g_memory_history{false};
+
+namespace {
+
+std::mutex g_mutex;
+std::deque<MemoryEvent> g_events;
+std::size_t g_max_entries = 0;
+std::function<std::string(int)> g_oom_hook;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void record_memory_event(MemoryAction action, int device, const void* address, std::size_t size,
+                         std::size_t requested) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_memory_history.load(std::memory_order_relaxed)) return;
+  g_events.push_back({action, device, reinterpret_cast<std::uintptr_t>(address), size,
+                      requested, now_us()});
+  while (g_events.size() > g_max_entries) g_events.pop_front();
+}
+
+void set_memory_history(bool enabled, std::size_t max_entries) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_max_entries = max_entries;
+  if (!enabled) g_events.clear();
+  while (g_events.size() > g_max_entries) g_events.pop_front();
+  g_memory_history.store(enabled);
+}
+
+std::vector<MemoryEvent> memory_history() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return {g_events.begin(), g_events.end()};
+}
+
+void set_oom_hook(std::function<std::string(int device)> hook) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_oom_hook = std::move(hook);
+}
+
+std::string on_oom(int device) {
+  std::function<std::string(int)> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    hook = g_oom_hook;
+  }
+  return hook ? hook(device) : std::string();
+}
+
+}  // namespace torchneuron::profiler

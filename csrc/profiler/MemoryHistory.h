@@ -1,0 +1,47 @@
+// The allocator's history for torch.neuron.memory._record_memory_history (the shape of CUDA's
+// device_traces): every allocation, free, segment and out-of-memory while recording is on, in a
+// ring of `max_entries`. The allocator calls memory_event() at each; off, it costs one relaxed
+// atomic load. An out-of-memory also calls the hook torch.neuron.memory installs for
+// NEURON_OOM_SNAPSHOT, which writes a snapshot and returns where (for the error message).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace torchneuron::profiler {
+
+enum class MemoryAction { kAlloc, kFree, kSegmentAlloc, kSegmentFree, kOom };
+
+struct MemoryEvent {
+  MemoryAction action;
+  int device;
+  std::uintptr_t address;
+  std::size_t size;
+  std::size_t requested;
+  int64_t time_us;
+};
+
+extern std::atomic<bool> g_memory_history;
+
+void record_memory_event(MemoryAction action, int device, const void* address, std::size_t size,
+                         std::size_t requested);
+inline void memory_event(MemoryAction action, int device, const void* address, std::size_t size,
+                         std::size_t requested = 0) {
+  if (g_memory_history.load(std::memory_order_relaxed)) {
+    record_memory_event(action, device, address, size, requested);
+  }
+}
+
+void set_memory_history(bool enabled, std::size_t max_entries);
+std::vector<MemoryEvent> memory_history();
+
+// Called with the device on an out-of-memory (allocator lock held: the hook must not allocate
+// on neuron or ask the allocator); returns text to append to the error, or "".
+void set_oom_hook(std::function<std::string(int device)> hook);
+std::string on_oom(int device);
+
+}  // namespace torchneuron::profiler
