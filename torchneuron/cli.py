@@ -8,7 +8,7 @@ import importlib
 import sys
 
 # Tool packages that provide a subcommand, in the order `--help` lists them.
-SUBCOMMANDS = ("torchneuron.compat.cli", "torchneuron.port.cli")
+SUBCOMMANDS = ("torchneuron.compat.cli", "torchneuron.port.cli", "torchneuron.profiler.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,9 +10,10 @@ import torch
 
 from .. import _C
 from ..runtime import device_state
-from . import ipc, memory, properties, random, streams
+from . import ipc, memory, monitoring, nvtx, properties, random, streams
 from ._index import _device_index, _device_t
 from .memory import *  # noqa: F403
+from .monitoring import *  # noqa: F403
 from .properties import *  # noqa: F403
 from .properties import _NeuronDeviceProperties  # noqa: F401  (old pickles name it here)
 from .random import *  # noqa: F403
@@ -22,13 +23,14 @@ from .streams import *  # noqa: F403
 # over the standard library's.
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
            "set_device", "synchronize", "device", "device_of",
-           *memory.__all__, *properties.__all__, *random.__all__, *streams.__all__]
+           *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
+           *streams.__all__]
 
 
 def _alias_submodules(package_name: str) -> None:
     """Make `import torch.neuron.memory` (like `import torch.cuda.memory`) find these modules;
     without the alias, Python would load a second copy of the file under the new name."""
-    for submodule in (memory, properties, random, streams):
+    for submodule in (memory, nvtx, properties, random, streams):
         sys.modules[f"{package_name}.{submodule.__name__.rsplit('.', 1)[1]}"] = submodule
 
 

@@ -10,13 +10,20 @@ import torch
 
 from .. import _C
 from ._index import _device_index, _device_t
+from ._memory_history import (  # noqa: F401  (torch.cuda.memory's private names)
+    apply_oom_snapshot_setting, _dump_snapshot, _record_memory_history, _snapshot)
 from .properties import get_device_name
 
 __all__ = ["memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
            "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
            "reset_max_memory_allocated", "empty_cache", "mem_get_info",
            "set_per_process_memory_fraction", "get_per_process_memory_fraction",
-           "memory_snapshot", "memory_summary"]
+           "memory_snapshot", "memory_summary", "caching_allocator_alloc",
+           "caching_allocator_delete", "get_allocator_backend", "host_memory_stats",
+           "list_gpu_processes", "list_processes", "memory_stats_as_nested_dict",
+           "memory_cached", "max_memory_cached", "reset_max_memory_cached", "device_memory_used",
+           "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
+           "reset_peak_host_memory_stats"]
 
 
 def memory_stats(device: _device_t = None) -> collections.OrderedDict[str, Any]:
@@ -118,3 +125,98 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
         out.append("|" + "-" * width + "|")
     out[-1] = line
     return "\n".join(out) + "\n"
+
+
+def memory_stats_as_nested_dict(device: _device_t = None) -> dict[str, Any]:
+    """memory_stats() with its dotted keys as nested dicts, as torch.cuda's."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        node = nested
+        *path, leaf = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+def memory_cached(device: _device_t = None) -> int:
+    """Deprecated name of memory_reserved() (as in torch.cuda)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: _device_t = None) -> int:
+    """Deprecated name of max_memory_reserved() (as in torch.cuda)."""
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_cached(device: _device_t = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def device_memory_used(device: _device_t = None) -> int:
+    """Device memory in use by every process, in bytes (capacity less what is free)."""
+    free, total = mem_get_info(device)
+    return total - free
+
+
+# Blocks handed out by caching_allocator_alloc, by address: the tensors that own them.
+_raw_blocks: dict[int, torch.Tensor] = {}
+
+
+def caching_allocator_alloc(size: int, device: _device_t = None, stream=None) -> int:
+    """`size` bytes from the caching allocator; returns the address (free it with
+    caching_allocator_delete). `stream` is accepted as torch.cuda's is: the software NeuronCore
+    runs every stream's work in order on the issuing thread."""
+    if not isinstance(size, int) or size < 0:
+        raise TypeError(f"size must be a non-negative int, got {size!r}")
+    block = torch.empty(size, dtype=torch.uint8, device=torch.device("neuron", _device_index(device)))
+    _raw_blocks[block.data_ptr()] = block
+    return block.data_ptr()
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Returns a block from caching_allocator_alloc to the allocator's cache."""
+    if _raw_blocks.pop(mem_ptr, None) is None:
+        raise ValueError(f"neuron: {mem_ptr:#x} was not allocated by caching_allocator_alloc")
+
+
+def get_allocator_backend() -> str:
+    """The allocator's name, as torch.cuda's ("native": torchneuron's caching allocator)."""
+    return "native"
+
+
+def _no_host_pool(name: str):
+    raise NotImplementedError(
+        f"torch.neuron.{name}: the neuron backend has no pinned host memory pool "
+        "(pin_memory() uses the CPU's allocator); use torch.neuron.memory_stats() for device "
+        "memory and the process's own tools (psutil) for host memory.")
+
+
+def host_memory_stats() -> dict[str, Any]:
+    _no_host_pool("host_memory_stats")
+
+
+def host_memory_stats_as_nested_dict() -> dict[str, Any]:
+    _no_host_pool("host_memory_stats_as_nested_dict")
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _no_host_pool("reset_accumulated_host_memory_stats")
+
+
+def reset_peak_host_memory_stats() -> None:
+    _no_host_pool("reset_peak_host_memory_stats")
+
+
+def list_processes(device: _device_t = None) -> str:
+    """The processes using the device and their memory, as torch.cuda.list_gpu_processes
+    prints it. The software NeuronCore's memory belongs to this process alone."""
+    index = _device_index(device)
+    import os
+    lines = [f"neuron:{index}",
+             f"process {os.getpid():>10} uses {memory_reserved(index) / (1024 * 1024):>12.3f} MB "
+             "neuron memory"]
+    return "\n".join(lines)
+
+
+list_gpu_processes = list_processes

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _C
+from ..runtime import activity
 from . import agreement, direct_calls, sequencer
 
 # The c10d ops with a PrivateUse1 kernel in PyTorch (torch/csrc/distributed/c10d/Ops.cpp), and
@@ -137,6 +138,10 @@ def _kernel(op_name: str):
     def start(group, args, cpu_args):
         """Checks that the ranks agree, then starts the collective on gloo: the op's result."""
         agreement.check(op_name, args, group)
+        return activity.run_recorded(f"c10d::{op_name}", lambda: launch(group, args, cpu_args),
+                                     args)
+
+    def launch(group, args, cpu_args):
         result = direct(group, cpu_args, args) if direct is not None else None
         if result is None:
             result = op(*cpu_args)

@@ -12,6 +12,9 @@ each one is listed in the README.
                              pass the same shapes (one fingerprint exchange): 1 (default) or 0
   NEURON_COMPILE_GEMM        matmul kernels in compiled graphs: onednn (default) or aten (the
                              CPU's ATen kernels, as in eager mode)
+  NEURON_OOM_SNAPSHOT        file to write a memory snapshot to on torch.OutOfMemoryError
+                             ("%p" becomes the process id); records allocator history from the
+                             first device use (default: unset, no snapshot)
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class Config:
     float64_policy: str
     dist_check: bool = True
     compile_gemm: str = "onednn"
+    oom_snapshot: str | None = None
 
     @property
     def device_count(self) -> int:
@@ -118,8 +122,10 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if gemm not in COMPILE_GEMMS:
         raise _bad("NEURON_COMPILE_GEMM", env["NEURON_COMPILE_GEMM"], ", ".join(COMPILE_GEMMS))
 
+    oom_snapshot = env.get("NEURON_OOM_SNAPSHOT", "").strip() or None
+
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
-                  compile_gemm=gemm)
+                  compile_gemm=gemm, oom_snapshot=oom_snapshot)
 
 
 _lock = threading.Lock()

@@ -21,6 +21,7 @@ class ChipProfile:
     hbm_bandwidth_bytes_per_s: float
     peak_bf16_flops_per_chip: float  # dense
     peak_fp8_flops_per_chip: float  # dense
+    peak_fp32_flops_per_chip: float  # dense
     max_chips: int  # largest instance of this generation
     # One physical NeuronCore's on-chip memories, as NKI kernels see them (kernels/nki/rules.py):
     nc_version: str  # NKI's name for the NeuronCore generation (nki.isa.nc_version)
@@ -29,6 +30,8 @@ class ChipProfile:
     psum_bytes_per_partition: int
     psum_banks: int  # a matmul accumulates into one bank (NeuronCore-v3) or up to all (v4)
     matmul_moving_fmax: int  # largest moving free size of one nc_matmul, float32 PSUM output
+    # Fixed cost the roofline estimate (torchneuron/profiler/roofline.py) adds per kernel.
+    kernel_launch_s: float
 
     def logical_cores_per_chip(self, lnc: int) -> int:
         return self.neuron_cores_per_chip // lnc
@@ -52,6 +55,8 @@ PROFILES: dict[str, ChipProfile] = {
         hbm_bandwidth_bytes_per_s=2.9e12,
         peak_bf16_flops_per_chip=667e12,
         peak_fp8_flops_per_chip=1299e12,
+        # AWS "Amazon EC2 Trn2 instances" page: trn2.48xlarge (16 chips) 2.9 dense FP32 PFLOPS.
+        peak_fp32_flops_per_chip=181e12,
         max_chips=16,
         # NKI "Trainium2 Architecture Guide" (nki/guides/architecture/trainium2_arch): SBUF 28 MiB
         # = 128 partitions of 224 KiB, PSUM 2 MiB = 128 partitions of 16 KiB in 8 banks of 2 KiB;
@@ -62,6 +67,10 @@ PROFILES: dict[str, ChipProfile] = {
         psum_bytes_per_partition=16 * 1024,
         psum_banks=8,
         matmul_moving_fmax=512,
+        # No public per-kernel launch figure exists for NeuronCores; 2 us is an assumption of the
+        # order of CUDA's kernel launch latency (NVIDIA's CUDA C++ Best Practices Guide puts
+        # launch overhead in the microseconds), stated as such in docs/profiler.md.
+        kernel_launch_s=2e-6,
     ),
     # AWS Trainium3 announcement (re:Invent, December 2025) and Neuron documentation
     # "Trainium3 Architecture": 8 NeuronCore-v4 per chip, 144 GiB HBM3e at 4.9 TB/s,
@@ -75,6 +84,9 @@ PROFILES: dict[str, ChipProfile] = {
         hbm_bandwidth_bytes_per_s=4.9e12,
         peak_bf16_flops_per_chip=671e12,
         peak_fp8_flops_per_chip=2517e12,
+        # No FP32 figure is published for Trainium3: assumed to keep trn2's FP32:BF16 ratio
+        # (181:667), an assumption the estimate's documentation (docs/profiler.md) repeats.
+        peak_fp32_flops_per_chip=671e12 * 181 / 667,
         max_chips=16,
         # NKI "Trainium3 Architecture Guide" (nki/about/trainium3_arch): SBUF 32 MiB (128 x 256 KiB),
         # PSUM unchanged at 2 MiB; nki.isa.nc_matmul: moving free size up to 4096 for a float32
@@ -85,6 +97,10 @@ PROFILES: dict[str, ChipProfile] = {
         psum_bytes_per_partition=16 * 1024,
         psum_banks=8,
         matmul_moving_fmax=4096,
+        # No public per-kernel launch figure exists for NeuronCores; 2 us is an assumption of the
+        # order of CUDA's kernel launch latency (NVIDIA's CUDA C++ Best Practices Guide puts
+        # launch overhead in the microseconds), stated as such in docs/profiler.md.
+        kernel_launch_s=2e-6,
     ),
 }
 
