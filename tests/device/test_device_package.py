@@ -11,7 +11,7 @@ import torch
 
 import torchneuron
 
-SUBMODULES = ("memory", "streams", "random", "properties")
+SUBMODULES = ("memory", "streams", "random", "properties", "monitoring")
 
 # The public names of torch.neuron before the split into submodules; none may go missing.
 PUBLIC_NAMES = {
@@ -27,6 +27,12 @@ PUBLIC_NAMES = {
     "set_rng_state_all", "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
     "get_device_properties", "get_device_name", "get_device_capability",
     "get_amp_supported_dtype", "is_bf16_supported",
+    # torch.cuda's tooling surface (issue 19; docs/torch-cuda-coverage.md)
+    "caching_allocator_alloc", "caching_allocator_delete", "get_allocator_backend",
+    "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
+    "reset_peak_host_memory_stats", "list_gpu_processes", "list_processes",
+    "memory_stats_as_nested_dict", "memory_cached", "max_memory_cached", "reset_max_memory_cached",
+    "device_memory_used", "utilization", "temperature", "power_draw", "clock_rate", "memory_usage",
 }
 
 RUNTIME_DIR = pathlib.Path(torchneuron.__file__).parent / "runtime"

@@ -30,7 +30,7 @@ __all__ = ["is_available", "is_initialized", "init", "device_count", "current_de
 def _alias_submodules(package_name: str) -> None:
     """Make `import torch.neuron.memory` (like `import torch.cuda.memory`) find these modules;
     without the alias, Python would load a second copy of the file under the new name."""
-    for submodule in (memory, nvtx, properties, random, streams):
+    for submodule in (memory, monitoring, nvtx, properties, random, streams):
         sys.modules[f"{package_name}.{submodule.__name__.rsplit('.', 1)[1]}"] = submodule
 
 
