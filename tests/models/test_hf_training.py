@@ -1,6 +1,6 @@
 """Hugging Face's own training paths on neuron with accelerate's explicit device setting,
 ACCELERATE_TORCH_DEVICE=neuron (still honoured; with no setting at all they find neuron through
-`torch_neuronx`, tests/ecosystem/): a transformers.Trainer run and an accelerate Accelerator()
+`torch_neuronx`, tests/ecosystem/, which also covers Trainer): an accelerate Accelerator()
 loop. Each run is a fresh process (accelerate's state is a per-process singleton) and is compared
 with the same run on the CPU: same losses, same weights."""
 
@@ -10,32 +10,6 @@ import pytest
 
 pytest.importorskip("accelerate")
 pytest.importorskip("transformers")
-
-TRAINER = r'''
-import json, torch
-from torch.utils.data import Dataset
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
-
-class Toy(Dataset):
-    def __len__(self):
-        return 16
-    def __getitem__(self, i):
-        ids = torch.randint(0, 64, (8,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids, "labels": ids}
-
-torch.manual_seed(0)
-config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2)
-model = LlamaForCausalLM(config)
-args = TrainingArguments(output_dir="{out}", max_steps=3, per_device_train_batch_size=4,
-                         learning_rate=1e-2, report_to=[], save_strategy="no", logging_steps=1,
-                         seed=0, disable_tqdm=True)
-trainer = Trainer(model=model, args=args, train_dataset=Toy())
-trainer.train()
-print(json.dumps({"device": str(args.device), "param": str(next(model.parameters()).device),
-                  "losses": [h["loss"] for h in trainer.state.log_history if "loss" in h],
-                  "weight": model.lm_head.weight.detach().cpu().flatten().tolist()}))
-'''
 
 ACCELERATE = r'''
 import json, torch
@@ -76,15 +50,6 @@ def _assert_same_training(neuron: dict, cpu: dict):
 
     torch.testing.assert_close(torch.tensor(neuron["losses"]), torch.tensor(cpu["losses"]))
     torch.testing.assert_close(torch.tensor(neuron["weight"]), torch.tensor(cpu["weight"]))
-
-
-def test_trainer_trains_on_neuron_with_the_accelerate_device_setting(python, tmp_path):
-    neuron = _run(python, TRAINER, tmp_path, "neuron")
-    assert neuron["device"].startswith("neuron") and neuron["param"].startswith("neuron")
-    cpu = _run(python, TRAINER, tmp_path, "cpu")
-    assert cpu["param"] == "cpu"
-    assert len(neuron["losses"]) == 3
-    _assert_same_training(neuron, cpu)
 
 
 def test_accelerator_trains_on_neuron_with_the_device_setting(python, tmp_path):
