@@ -8,8 +8,6 @@ import pathlib
 import subprocess
 import sys
 
-from torchneuron.serving.server_process import free_port, server  # noqa: F401
-
 HERE = pathlib.Path(__file__).resolve().parent
 
 # Prompts of different lengths: one word to a paragraph (the longest is chunked at 64 tokens).

@@ -15,7 +15,9 @@ import pytest
 for needed in ("fastapi", "uvicorn", "openai"):  # transformers' `serving` extra
     pytest.importorskip(needed)
 import openai  # noqa: E402
-from serving_common import MAX_TOKENS, PROMPTS, free_port  # noqa: E402
+from serving_common import MAX_TOKENS, PROMPTS  # noqa: E402
+
+from torchneuron.serving.server_process import free_port  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("vllm")
 openai = pytest.importorskip("openai")
 
-from serving_common import MAX_MODEL_LEN, MAX_TOKENS, PROMPTS, free_port, server  # noqa: E402
+from serving_common import MAX_MODEL_LEN, MAX_TOKENS, PROMPTS  # noqa: E402
 
-from torchneuron.serving.server_process import vllm_serve_command  # noqa: E402
+from torchneuron.serving.server_process import free_port, server, vllm_serve_command  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

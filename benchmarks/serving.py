@@ -1,0 +1,230 @@
+"""Serving: vLLM on neuron against vLLM's own CPU platform, in the same run, on the same tiny
+Llama (torchneuron/serving/tiny_model.py, float32) and the same requests; Hugging Face
+`generate()` on neuron as the baseline that serving must beat.
+
+At each concurrency c (1, 8, 32), 2c requests (at least 8) with prompts of 15 to 72 tokens, each
+asking for 32 tokens (end-of-sequence ignored), go through vLLM's AsyncLLM with at most c in
+flight. Output tokens/s is all output tokens over the wall time of the level; time to first
+token (TTFT) is from a request's submission to its first token; inter-token latency (ITL) is the
+time between a request's successive outputs. Both engines run eager (no torch.compile), with the
+same scheduler settings and a 64 MiB KV cache, one at a time, each in a process of its own; they
+alternate for --rounds rounds, so both see the machine's load. vLLM gives both workers one
+intra-op thread (the CPU's is also pinned to a core). Hugging Face `generate()` runs the same
+prompts on neuron in batches of c (left-padded), its TTFT being the first step of a batch.
+Throughput is the median of the rounds (min-max in brackets); latencies pool all rounds.
+
+    .venv-serve/bin/python benchmarks/serving.py [--rounds 2] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from timing import median  # noqa: E402
+
+CONCURRENCY = (1, 8, 32)
+HF_CONCURRENCY = (8, 32)
+MAX_TOKENS = 32
+ENGINE_OPTIONS = dict(dtype="float32", max_model_len=256, enforce_eager=True, seed=0,
+                      kv_cache_memory_bytes=64 << 20, max_num_seqs=32,
+                      max_num_batched_tokens=512)
+WORDS = ("the device trains and the same device serves a model that learns from text and "
+         "answers questions one token at a time while other requests wait").split()
+
+
+def prompts(n: int) -> list[str]:
+    """n prompts of 10 to 60 tokens, the same in every run."""
+    return [" ".join(WORDS[(7 * i) % len(WORDS):] + WORDS)[: 50 + (37 * i) % 250]
+            for i in range(n)]
+
+
+def requests_at(c: int) -> int:
+    return max(2 * c, 8)
+
+
+def percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+# --- one engine, in its own process ------------------------------------------------------------
+
+
+async def vllm_level(engine, c: int) -> dict:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True,
+                            output_kind=RequestOutputKind.DELTA)
+    gate = asyncio.Semaphore(c)
+    ttft, itl, tokens = [], [], 0
+
+    async def one(i: int, prompt: str) -> None:
+        nonlocal tokens
+        async with gate:
+            start = last = time.perf_counter()
+            async for out in engine.generate(prompt, params, request_id=f"{c}-{i}-{start}"):
+                now = time.perf_counter()
+                if out.outputs[0].token_ids:
+                    (itl if last > start else ttft).append(now - last)
+                    tokens += len(out.outputs[0].token_ids)
+                    last = now
+
+    async def run_all(batch: list[str]) -> float:
+        begin = time.perf_counter()
+        await asyncio.gather(*(one(i, p) for i, p in enumerate(batch)))
+        return time.perf_counter() - begin
+
+    await run_all(prompts(min(c, 4)))  # warm-up: first shapes, allocator
+    ttft.clear(), itl.clear()
+    tokens = 0
+    wall = await run_all(prompts(requests_at(c)))
+    return {"tok_s": tokens / wall, "ttft": ttft, "itl": itl}
+
+
+def run_vllm(model: str) -> dict:
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.platforms import current_platform
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    async def all_levels(engine) -> dict:  # one event loop: the engine's output task lives in it
+        return {c: await vllm_level(engine, c) for c in CONCURRENCY}
+
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=model, **ENGINE_OPTIONS))
+    try:
+        levels = asyncio.run(all_levels(engine))
+    finally:
+        engine.shutdown()
+    return {"platform": current_platform.device_type, "levels": levels}
+
+
+def run_hf(model: str) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers.generation.stopping_criteria import StoppingCriteria
+
+    tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).to("neuron").eval()
+    config = GenerationConfig(do_sample=False, max_new_tokens=MAX_TOKENS, eos_token_id=None,
+                              pad_token_id=tokenizer.pad_token_id)
+
+    class StepClock(StoppingCriteria):  # called once per generated token of the batch
+        def __init__(self):
+            self.times = []
+
+        def __call__(self, input_ids, scores, **kwargs):
+            self.times.append(time.perf_counter())
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    def batch(texts: list[str]) -> tuple[float, list[float]]:
+        encoded = tokenizer(texts, return_tensors="pt", padding=True).to("neuron")
+        clock = StepClock()
+        start = time.perf_counter()
+        with torch.no_grad():
+            lm.generate(**encoded, generation_config=config, stopping_criteria=[clock])
+        return start, clock.times
+
+    levels = {}
+    for c in HF_CONCURRENCY:
+        batch(prompts(c))  # warm-up
+        texts = prompts(requests_at(c))
+        ttft, itl = [], []
+        begin = time.perf_counter()
+        for i in range(0, len(texts), c):
+            start, steps = batch(texts[i:i + c])
+            ttft += [steps[0] - start] * c
+            itl += [b - a for a, b in zip(steps, steps[1:])] * c
+        wall = time.perf_counter() - begin
+        levels[c] = {"tok_s": len(texts) * MAX_TOKENS / wall, "ttft": ttft, "itl": itl}
+    return {"platform": "hf-neuron", "levels": levels}
+
+
+# --- the run: engines one at a time, alternating ----------------------------------------------
+
+
+def measure(engine: str, model: str) -> dict:
+    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm-cpu" else \
+        {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        done = subprocess.run([sys.executable, __file__, "--engine", engine, "--model", model,
+                               "--result", out.name], env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{engine} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        result = json.loads(pathlib.Path(out.name).read_text())
+    expected = {"vllm-neuron": "neuron", "vllm-cpu": "cpu", "hf-neuron": "hf-neuron"}[engine]
+    assert result["platform"] == expected, (engine, result["platform"])
+    return {int(c): level for c, level in result["levels"].items()}
+
+
+def table(rounds: list[dict[str, dict]], markdown: bool) -> str:
+    rows = [("c", "engine", "output tok/s", "TTFT ms median / p99", "ITL ms median / p99",
+             "ratio")]
+    for c in CONCURRENCY:
+        throughput = {}
+        for engine in ("vllm-neuron", "vllm-cpu", "hf-neuron"):
+            levels = [r[engine][c] for r in rounds if c in r.get(engine, {})]
+            if not levels:
+                continue
+            tok_s = [lv["tok_s"] for lv in levels]
+            throughput[engine] = median(tok_s)
+            ttft = [x * 1e3 for lv in levels for x in lv["ttft"]]
+            itl = [x * 1e3 for lv in levels for x in lv["itl"]]
+            ratio = ""
+            if engine == "vllm-cpu":
+                ratio = f"neuron/CPU {throughput['vllm-neuron'] / throughput[engine]:.2f}x"
+            elif engine == "hf-neuron":
+                ratio = f"vLLM-neuron/HF {throughput['vllm-neuron'] / throughput[engine]:.2f}x"
+            rows.append((str(c), engine,
+                         f"{throughput[engine]:.0f} [{min(tok_s):.0f}-{max(tok_s):.0f}]",
+                         f"{median(ttft):.1f} / {percentile(ttft, 99):.1f}",
+                         f"{median(itl):.1f} / {percentile(itl, 99):.1f}", ratio))
+    if markdown:
+        lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--engine", choices=("vllm-neuron", "vllm-cpu", "hf-neuron"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.engine:  # one engine, in a process of its own
+        result = run_hf(args.model) if args.engine == "hf-neuron" else run_vllm(args.model)
+        pathlib.Path(args.result).write_text(json.dumps(result))
+        return
+
+    from torchneuron.serving import tiny_model
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as folder:
+        model = str(tiny_model.build(pathlib.Path(folder) / "tiny-llama"))
+        rounds = []
+        for r in range(args.rounds):
+            rounds.append({engine: measure(engine, model)
+                           for engine in ("vllm-neuron", "vllm-cpu", "hf-neuron")})
+            print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    settings = (f"tiny Llama (2 layers, hidden 128, float32), {MAX_TOKENS} output tokens per "
+                f"request, {args.rounds} rounds, {time.monotonic() - start:.0f} s; load average "
+                f"{os.getloadavg()[0]:.1f} at the end")
+    print(f"Settings: {settings}\n" if args.markdown else settings)
+    print(table(rounds, args.markdown))
+
+
+if __name__ == "__main__":
+    main()
