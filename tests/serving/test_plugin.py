@@ -1,5 +1,5 @@
-"""Fast checks of the serving plugin, in the default suite: the KV cache size rule (everywhere),
-and, where vLLM is installed, that the `vllm.platform_plugins` entry point and the platform class
+"""Fast checks of the serving plugin, in the default suite: the KV cache size rule and the
+shutdown workaround (everywhere), and, where vLLM is installed, that the `vllm.platform_plugins` entry point and the platform class
 load, that vLLM picks neuron by itself and the CPU when VLLM_TARGET_DEVICE=cpu says so."""
 
 from __future__ import annotations
@@ -49,6 +49,18 @@ def test_device_memory_reads_the_device_and_its_backing():
                                       "torch.neuron.mem_get_info")
 
 
+def test_empty_host_cache_after_device_use_no_longer_crashes(python):
+    # In a fresh interpreter: without host_cache.install() this call ends the process (SIGSEGV).
+    done = python("import torch\n"
+                  "from torchneuron.serving import host_cache\n"
+                  "x = torch.ones(4, device='neuron') + 1\n"
+                  "host_cache.install()\n"
+                  "torch.accelerator.empty_host_cache()\n"
+                  "torch.testing.assert_close(x.cpu(), torch.ones(4) + 1)\n"
+                  "print('survived')\n")
+    assert done.returncode == 0 and done.stdout.strip() == "survived", done.stderr[-2000:]
+
+
 # --- where vLLM is installed (the serving environment, `make test-serve`) -----------------
 
 
@@ -78,3 +90,15 @@ def test_vllm_picks_neuron_unless_the_cpu_is_asked_for(monkeypatch):
         "torchneuron.serving.platform.NeuronPlatform"
     monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
     assert resolve_current_platform_cls_qualname() == "vllm.platforms.cpu.CpuPlatform"
+
+
+def test_platform_refuses_what_neuron_cannot_run():
+    pytest.importorskip("vllm")
+    from torchneuron.serving.model_runner import NeuronModelRunner
+    from torchneuron.serving.platform import NeuronPlatform
+
+    NeuronPlatform.check_if_supports_dtype(torch.float32)
+    with pytest.raises(ValueError, match="torch.float64 is not supported on neuron"):
+        NeuronPlatform.check_if_supports_dtype(torch.float64)
+    with pytest.raises(ValueError, match="runs on a neuron device, got cpu"):
+        NeuronModelRunner(None, torch.device("cpu"))

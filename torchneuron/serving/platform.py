@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from vllm.logger import init_logger
 from vllm.platforms.cpu import CpuPlatform
 from vllm.platforms.interface import PlatformEnum
 
@@ -22,8 +21,6 @@ from . import host_cache
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
-
-logger = init_logger(__name__)
 
 WORKER_CLS = "torchneuron.serving.worker.NeuronWorker"
 
@@ -38,8 +35,8 @@ class NeuronPlatform(CpuPlatform):
     device_type: str = "neuron"
     dispatch_key: str = "PrivateUse1"
     dist_backend: str = "neuron"
-    # vLLM narrows the visible devices of each worker through this variable, as with
-    # CUDA_VISIBLE_DEVICES; torchneuron reads it (runtime/config.py).
+    # The variable vLLM sets where it narrows a worker's devices (as CUDA_VISIBLE_DEVICES under
+    # Ray); torchneuron reads it (runtime/config.py).
     device_control_env_var: str = "NEURON_RT_VISIBLE_CORES"
 
     @classmethod
