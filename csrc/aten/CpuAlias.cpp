@@ -36,6 +36,20 @@ at::Tensor make_neuron_tensor(c10::Storage storage, const at::Tensor& like) {
   return make_tensor(std::move(storage), c10::DispatchKey::PrivateUse1, like);
 }
 
+at::Tensor cpu_metadata_stand_in(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), t.storage().sym_nbytes(),
+      c10::DataPtr(nullptr, c10::Device(c10::kCPU)), /*allocator=*/nullptr, /*resizable=*/false));
+  auto cpu = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  cpu.unsafeGetTensorImpl()->set_sizes_and_strides(t.sym_sizes(), t.sym_strides(),
+                                                   t.sym_storage_offset());
+  // A fresh stand-in is a leaf, so requires_grad can be set on it directly.
+  if (t.requires_grad() && cpu.is_floating_point()) cpu.requires_grad_(true);
+  return cpu;
+}
+
 AliasSession::AliasSession(c10::DeviceIndex device) : device_(device), scope_(device) {
   require_host_access("running a CPU kernel on neuron memory");
 }

@@ -62,4 +62,10 @@ at::Tensor make_neuron_tensor(c10::Storage storage, const at::Tensor& like);
 // still be working on it on its own threads after an async collective returns.
 at::Tensor cpu_alias_keeping_storage(const at::Tensor& neuron);
 
+// A CPU tensor with the metadata of `t` (dtype, sizes, strides, offset, requires_grad), symbolic
+// ones included, over a storage without data: for CPU functions that only read metadata (the
+// attention kernel choice), which torch.compile and torch.export call with fake tensors whose
+// sizes are symbolic and whose memory does not exist.
+at::Tensor cpu_metadata_stand_in(const at::Tensor& t);
+
 }  // namespace torchneuron

@@ -40,7 +40,9 @@ class DeviceCheck {
   explicit DeviceCheck(const c10::OperatorHandle& op)
       : op_(op), allow_cpu_(accepts_cpu_tensors(op.operator_name())) {}
 
-  void visit(const at::Tensor& t) {
+  // `written`: an out= or in-place argument, which must be on the op's device whatever its
+  // size (a 0-dim CPU tensor may be read as a scalar, never written across devices).
+  void visit(const at::Tensor& t, bool written) {
     if (!t.defined()) return;
     const c10::Device d = t.device();
     if (d.type() == c10::DeviceType::PrivateUse1) {
@@ -51,7 +53,7 @@ class DeviceCheck {
       }
     } else if (d.type() == c10::kCPU) {
       // Zero-dim CPU tensors are scalars, which CUDA kernels accept too.
-      if (t.dim() != 0 && !allow_cpu_) cpu_tensor_ = true;
+      if (written || (t.dim() != 0 && !allow_cpu_)) cpu_tensor_ = true;
     }
   }
 
@@ -130,8 +132,10 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
     } else if (v.isInt()) {
       has_float64 = has_float64 || asks_float64(arguments[i], v);
     } else {
+      const c10::AliasInfo* alias = arguments[i].alias_info();
+      const bool written = alias != nullptr && alias->isWrite();
       for_each_tensor(v, [&](const at::Tensor& t) {
-        check.visit(t);
+        check.visit(t, written);
         // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
         // the op compute in float64 (type promotion keeps the tensor operands' dtype).
         has_float64 = has_float64 || (is_neuron(t) && is_float64_family(t.scalar_type()) &&

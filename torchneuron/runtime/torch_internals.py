@@ -1013,6 +1013,10 @@ ENTRIES: tuple[Internal, ...] = (
          "fill_/zero_ run the CPU's fill kernel on neuron memory",
          header("ATen/native/Fill.h", "fill_stub"),
          symbols=("_ZN2at6native9fill_stubE", *_stub_members(_FILL_STUB))),
+    _cpp("at::native::fill_empty_deterministic_", ("Memory.cpp",),
+         "empty/empty_strided on neuron fill new memory as the CPU's do under "
+         "torch.use_deterministic_algorithms(True) (an inline helper in a native header)",
+         header("ATen/native/TensorFactories.h", "inline Tensor& fill_empty_deterministic_(")),
     _cpp("at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH)",
          ("Attention.cpp",),
          "SDPA asks this stub which fused kernel to use; neuron answers what the CPU answers",

@@ -69,6 +69,17 @@ std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& 
       self.layout() != c10::kStrided || other.layout() != c10::kStrided) {
     return std::nullopt;
   }
+  // Tensors (not Python numbers) on one neuron device; anything else, a CPU tensor written or
+  // read across devices included, is for the fallback to accept or refuse.
+  c10::DeviceIndex device = -1;
+  for (const at::Tensor* t : {&self, &other}) {
+    if (is_python_number(*t)) continue;
+    if (t->device().type() != c10::DeviceType::PrivateUse1 ||
+        (device >= 0 && t->device().index() != device)) {
+      return std::nullopt;
+    }
+    device = t->device().index();
+  }
   // Checked on the operands as given (a Python bool is still a bool here).
   if (op == Arith::kSub) at::native::sub_check(self, other);
   Operands ops{self, other, self.scalar_type()};
@@ -163,7 +174,8 @@ struct Kernels {
   static at::Tensor& out(const at::Tensor& self, const at::Tensor& other,
                          const c10::Scalar& alpha, at::Tensor& result) {
     auto ops = fast_operands(self, other, kOp);
-    if (ops && result.defined() && ops->dtype == result.scalar_type()) {
+    if (ops && result.defined() && ops->dtype == result.scalar_type() &&
+        result.device() == (is_python_number(self) ? other : self).device()) {
       run_cpu_stub(kOp, result, *ops, alpha);
     } else {
       fallback(name(), "out", self, other, alpha, result);

@@ -16,15 +16,11 @@ namespace {
 int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                          const std::optional<at::Tensor>& attn_mask, double dropout_p,
                          bool is_causal, std::optional<double> scale, bool enable_gqa) {
-  AliasSession s(query.device().index());
-  // The CPU's choice depends on requires_grad (flash has no gradient for a learned mask, e.g.
-  // T5's position bias), which fresh aliases lack: carry it over. A fresh alias is a leaf, so
-  // the flag is set on it directly.
-  auto alias = [&s](const at::Tensor& t) {
-    at::Tensor a = s.to_cpu(t);
-    if (t.requires_grad() && a.is_floating_point()) a.requires_grad_(true);
-    return a;
-  };
+  // The choice reads metadata only (shapes, strides, dtypes, requires_grad: flash has no
+  // gradient for a learned mask, e.g. T5's position bias), so it runs on stand-ins: no memory
+  // is touched, and under torch.compile / torch.export the fake tensors' symbolic sizes pass
+  // through as they are.
+  auto alias = [](const at::Tensor& t) { return cpu_metadata_stand_in(t); };
   std::optional<at::Tensor> mask_cpu;
   if (attn_mask.has_value() && attn_mask->defined()) mask_cpu = alias(*attn_mask);
   // Straight to the CPU kernel: torch.compile traces SDPA with fake tensors under a Python

@@ -8,6 +8,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
@@ -38,14 +39,24 @@ void check_layout(std::optional<c10::Layout> layout, std::optional<bool> pin_mem
               "tensor");
 }
 
+// torch.use_deterministic_algorithms(True) with fill_uninitialized_memory (the default): new
+// memory holds NaN (floating/complex) or the integer maximum, as the CPU's and CUDA's empty do.
+at::Tensor fill_if_deterministic(at::Tensor t) {
+  auto& ctx = at::globalContext();
+  if (C10_UNLIKELY(ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
   check_layout(layout, pin_memory);
   c10::DeviceGuard guard(resolve_device(device));
-  return at::detail::empty_generic(size, &neuron_allocator(), kNeuronKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return fill_if_deterministic(at::detail::empty_generic(
+      size, &neuron_allocator(), kNeuronKeys, c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -53,8 +64,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
   check_layout(layout, pin_memory);
   c10::DeviceGuard guard(resolve_device(device));
-  return at::detail::empty_strided_generic(size, stride, &neuron_allocator(), kNeuronKeys,
-                                           c10::dtype_or_default(dtype));
+  return fill_if_deterministic(at::detail::empty_strided_generic(
+      size, stride, &neuron_allocator(), kNeuronKeys, c10::dtype_or_default(dtype)));
 }
 
 // View kernels only build new metadata over the same storage; the CPU ones are device-blind.
