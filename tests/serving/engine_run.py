@@ -3,7 +3,7 @@ JSON: the prompts' token ids, the greedy tokens, the seeded samples, and for eve
 rank, device, the backend of its tensor-parallel device group and where its weights and KV
 cache live. The platform is vLLM's choice (`VLLM_TARGET_DEVICE=cpu` gives its CPU platform).
 
-    python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N]
+    python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N] [--compile]
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
+    parser.add_argument("--compile", action="store_true",
+                        help="vLLM's default torch.compile mode instead of eager")
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams
@@ -48,7 +50,7 @@ def main() -> None:
 
     # float32, as the model is saved: vLLM's "auto" would run a float32 model in bfloat16.
     llm = LLM(model=args.model, dtype="float32", max_model_len=MAX_MODEL_LEN, seed=0,
-              enforce_eager=True, kv_cache_memory_bytes=32 << 20, max_num_seqs=16,
+              enforce_eager=not args.compile, kv_cache_memory_bytes=32 << 20, max_num_seqs=16,
               tensor_parallel_size=args.tensor_parallel_size)
     greedy = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
                                                   ignore_eos=True), use_tqdm=False)

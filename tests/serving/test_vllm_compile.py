@@ -1,0 +1,23 @@
+"""vLLM's default mode on neuron compiles the model with torch.compile (Inductor's C++ backend,
+as on vLLM's CPU platform); the compiled model's greedy tokens are Hugging Face's on the CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("vllm")
+
+from serving_common import run_script  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_compiled_model_matches_hf_on_cpu(model_dir, hf_greedy):
+    out = run_script("engine_run.py", str(model_dir), "--compile", timeout=900)
+    result = json.loads(next(line[7:] for line in out.splitlines() if line.startswith("RESULT ")))
+    assert result["platform"] == "neuron"
+    assert result["workers"][0]["kv_cache"] == ["neuron:0"]
+    for prompt_ids, tokens in zip(result["prompt_ids"], result["greedy"]):
+        assert tokens == hf_greedy(prompt_ids)
