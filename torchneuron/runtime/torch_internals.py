@@ -593,6 +593,15 @@ ENTRIES: tuple[Internal, ...] = (
                  '_seed_all_name = "manual_seed_all"'),
         covers=("torch.neuron._is_in_bad_fork",)),
 
+    # ---- serving
+    Internal(
+        "torch.accelerator.empty_host_cache", "patched", ("torchneuron/serving/host_cache.py",),
+        "vLLM's shutdown calls it on every platform but the CPU, and PyTorch 2.13's crashes on "
+        "a device without an at::HostAllocator; in vLLM's processes it empties nothing on "
+        "neuron (the platform pins no memory)",
+        _all(defines("torch.accelerator.memory", "empty_host_cache", params=()),
+             exists("torch.accelerator.empty_host_cache"))),
+
     # ---- device
     Internal(
         "torch.multiprocessing.reductions.reduce_storage", "relied on",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+# internal: see runtime/torch_internals.py "torch.accelerator.empty_host_cache"
 _original = torch.accelerator.empty_host_cache
 
 
@@ -21,4 +22,5 @@ def _empty_host_cache() -> None:
 
 
 def install() -> None:
+    # internal: see runtime/torch_internals.py "torch.accelerator.empty_host_cache"
     torch.accelerator.empty_host_cache = _empty_host_cache
