@@ -5,7 +5,8 @@ Each run is a fresh process, started as a user would start it (with the interpre
 environment where a benchmark needs one, such as vLLM's), with `--markdown` added so that it
 prints its settings and tables in Markdown; what it measures is what it measures alone. A
 benchmark added to benchmarks/ but not to RUNS is named on the page as not run (and
-tests/test_docs.py fails until it is listed and run).
+tests/test_docs.py fails until it is listed and run); so is a run whose optional environment
+this machine lacks.
 
 Each benchmark runs with its own default round count; the whole run takes about a quarter of an
 hour on a quiet 2-core machine (most of it compiling, and the collectives' largest buffers). The
@@ -116,7 +117,18 @@ def not_in_runs() -> list[str]:
     return sorted(set(benchmark_scripts()) - {r.script for r in RUNS})
 
 
-def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: float) -> str:
+def without_environment() -> list[Run]:
+    """Runs whose environment (an optional one, such as vLLM's) this machine does not have."""
+    return [r for r in RUNS if r.python and not (ROOT / r.python).exists()]
+
+
+def not_run_line(r: Run) -> str:
+    """What the page says instead of a run's tables when its environment is missing."""
+    return f"`benchmarks/{r.script}`: not run, this machine has no `{r.python}`"
+
+
+def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: float,
+           skipped: list[Run] = ()) -> str:
     lines = ["# Performance", "",
              "Written by `make bench-all` (`benchmarks/run_all.py`), which runs every benchmark "
              "in `benchmarks/`; do not edit by hand. Each benchmark compares neuron with native "
@@ -131,6 +143,7 @@ def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: f
     if not_in_runs():  # tests/test_docs.py fails until they are listed in RUNS and run
         lines += ["Not run (not listed in `benchmarks/run_all.py`): "
                   + ", ".join(f"`benchmarks/{s}`" for s in not_in_runs()), ""]
+    lines += [line for r in skipped for line in (not_run_line(r), "")]
     for script in dict.fromkeys(r.script for r, _, _ in outputs):
         lines += [f"## benchmarks/{script}", "", docstring(script), ""]
         for r, text, seconds in outputs:
@@ -147,13 +160,13 @@ def main() -> None:
     if not_in_runs():
         print(f"warning: not in run_all.RUNS, so not run: {', '.join(not_in_runs())}",
               file=sys.stderr)
-    absent = sorted({r.python for r in RUNS if r.python and not (ROOT / r.python).exists()})
-    if absent:
-        raise SystemExit(f"interpreters some benchmarks need are missing: {', '.join(absent)}")
+    skipped = without_environment()
+    for r in skipped:
+        print(f"warning: {not_run_line(r)}", file=sys.stderr)
     host = machine()
     start = time.monotonic()
-    outputs = [(r, *run(r)) for r in RUNS]
-    args.out.write_text(render(host, outputs, time.monotonic() - start))
+    outputs = [(r, *run(r)) for r in RUNS if r not in skipped]
+    args.out.write_text(render(host, outputs, time.monotonic() - start, skipped))
     print(f"wrote {args.out}")
 
 
