@@ -146,7 +146,8 @@ def test_fork_while_another_thread_allocates_never_deadlocks(python):
                 xs = [torch.empty(1024 * (i + 1), device="neuron") for i in range(16)]
                 del xs
                 torch.neuron.empty_cache()
-        threading.Thread(target=churn, daemon=True).start()
+        churner = threading.Thread(target=churn, daemon=True)
+        churner.start()
         time.sleep(0.1)
         inherited = torch.ones(1000, device="neuron")
         pids = []
@@ -169,6 +170,10 @@ def test_fork_while_another_thread_allocates_never_deadlocks(python):
         for pid in pids:
             os.kill(pid, 9)
         stop = True
+        # Join before exit: a daemon thread still inside a torch call when the interpreter
+        # finalizes is ended by pthread_exit, which C++ noexcept frames turn into
+        # std::terminate (CPython behaviour, the same on the CPU).
+        churner.join(30)
         print("finished", done, "hung", len(pids))
     """)
     out = python(script, timeout=180)
