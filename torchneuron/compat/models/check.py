@@ -7,6 +7,7 @@ battery's tiny config, so it says nothing about neuron and is counted apart."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import time
@@ -16,6 +17,7 @@ from typing import Any, Callable
 import torch
 
 from ..judge import Mismatch, compare_leaves
+from ..random_draws import RandomDraws
 from .catalog import Architecture
 from .inputs import forward_inputs, labels, main_input
 
@@ -98,8 +100,9 @@ class Run:
             "model_type": arch.model_type, "class": arch.class_name, "family": arch.family,
             "head": arch.head, "parameters": None, "float64_allowed": False,
             **{s: NA for s in STAGES}, "max_abs_error": {}, "seconds": {"cpu": 0.0, "neuron": 0.0},
-            "cause": None, "traceback": None,
+            "cause": None, "traceback": None, "random_draws": {},
         }
+        self.draws = RandomDraws()  # the current stage's draws, taken from the CPU run
 
     def timed(self, device: str, fn: Callable[[], Any]) -> Any:
         t = time.perf_counter()
@@ -114,12 +117,13 @@ class Run:
         from torchneuron.ops.dtype_policy import float64_policy
 
         try:
-            return self.timed("neuron", fn)
+            with self.draws.replaying():
+                return self.timed("neuron", fn)
         except Exception as e:  # noqa: BLE001 - any error becomes the stage's cause
             if not _is_float64_refusal(e):
                 raise
         self.record["float64_allowed"] = True
-        with float64_policy("allow"):
+        with float64_policy("allow"), self.draws.replaying():
             return self.timed("neuron", fn)
 
     def _first_cause(self, cause: str) -> None:
@@ -128,11 +132,18 @@ class Run:
             self.record["cause"] = cause
             self.record["traceback"] = traceback.format_exc(limit=-6)
 
-    def stage(self, name: str, cpu: Callable[[], Any], neuron: Callable[[Any], Any]) -> bool:
-        """CPU part first (its failure is cpu_fail), then neuron part with the CPU's result."""
+    def stage(self, name: str, cpu: Callable[[], Any], neuron: Callable[[Any], Any],
+              draws_are_inputs: bool = True) -> bool:
+        """CPU part first (its failure is cpu_fail), then neuron part with the CPU's result.
+        Where `draws_are_inputs`, the model's random draws in the CPU part are given to the
+        neuron part (random_draws.py); building draws weights on the CPU only."""
+        self.draws = RandomDraws()
         try:
             _seed_everything()
-            expected = self.timed("cpu", cpu)
+            with self.draws.recording() if draws_are_inputs else contextlib.nullcontext():
+                expected = self.timed("cpu", cpu)
+            if len(self.draws):
+                self.record["random_draws"][name] = len(self.draws)
         except Exception as e:  # noqa: BLE001
             self.record[name] = CPU_FAIL
             self._first_cause(f"cpu {name}: {_cause(e)}")
@@ -217,7 +228,7 @@ def check(arch: Architecture) -> dict[str, Any]:
     def build_neuron(_):
         models["neuron"] = run.on_neuron(lambda: copy.deepcopy(models["cpu"]).to("neuron"))
 
-    if not run.stage("build", build_cpu, build_neuron):
+    if not run.stage("build", build_cpu, build_neuron, draws_are_inputs=False):
         return rec
     cpu_model, dev_model = models["cpu"], models["neuron"]
     gen = torch.Generator().manual_seed(SEED)

@@ -37,7 +37,8 @@ def _lost_record(arch: Architecture, case: int, lost: pool.Lost) -> dict:
     return {"model_type": arch.model_type, "class": arch.class_name, "family": arch.family,
             "head": arch.head, "parameters": None, "float64_allowed": False,
             **{s: NA for s in STAGES}, "build": CRASH, "max_abs_error": {},
-            "seconds": {"cpu": 0.0, "neuron": 0.0}, "cause": why, "traceback": None}
+            "seconds": {"cpu": 0.0, "neuron": 0.0}, "cause": why, "traceback": None,
+            "random_draws": {}}
 
 
 BATTERY = pool.Battery(worker=__name__, job=lambda arch, start: {"model_type": arch.model_type},

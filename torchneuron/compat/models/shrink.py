@@ -51,6 +51,7 @@ _LORA_RANK = re.compile(r"lora_rank$")
 _VOCAB = re.compile(r"(^|_)vocab_size(_|$)|_vocab$")
 # Randomness inside forward (dropout, masking, VITS-style noise) draws from per-device
 # generators, whose streams diverge between a CPU run and a neuron run (as CPU and CUDA do).
+# Named rates are zeroed; draws that remain are given from the CPU run (compat/random_draws.py).
 _RANDOM_FLOAT = re.compile(
     r"dropout|drop_path|droppath|layerdrop|layer_drop|pdrop|drop_rate|drop_connect_rate|_prob$|"
     r"noise_scale")
