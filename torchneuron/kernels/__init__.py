@@ -1,2 +1,14 @@
 """Kernels: NKI on the software NeuronCore (the language, the ISA and the hardware's rules, in
-`kernels/nki/`) and `nki_op`, which makes an NKI kernel a PyTorch operator."""
+`kernels/nki/`), `nki_op`, which makes an NKI kernel a PyTorch operator, and the kernel library
+(`kernels/library/`: rms_norm, rope, swiglu_mlp, attention, cross_entropy, router_topk, apply)."""
+
+_LIBRARY = ("rms_norm", "rope", "swiglu_mlp", "attention", "cross_entropy", "router_topk",
+            "apply", "estimate")
+
+
+def __getattr__(name):
+    # The library registers its operators when first used, so `import nki` stays light.
+    if name in _LIBRARY:
+        from . import library
+        return getattr(library, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,8 @@ each one is listed in the README.
   NEURON_OOM_SNAPSHOT        file to write a memory snapshot to on torch.OutOfMemoryError
                              ("%p" becomes the process id); records allocator history from the
                              first device use (default: unset, no snapshot)
+  NEURON_KERNEL_MODE         the kernel library's ops (torchneuron.kernels): fast (default,
+                             composite ops) or simulate (their NKI kernels on the simulator)
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 FLOAT64_POLICIES = ("error", "allow")
 COMPILE_GEMMS = ("onednn", "aten")
+KERNEL_MODES = ("fast", "simulate")
 
 
 _MAX_BYTES = 1 << 63  # the runtime counts bytes in 64 bits
@@ -49,6 +52,7 @@ class Config:
     dist_check: bool = True
     compile_gemm: str = "onednn"
     oom_snapshot: str | None = None
+    kernel_mode: str = "fast"
 
     @property
     def device_count(self) -> int:
@@ -124,8 +128,12 @@ def load(environ: os._Environ | dict | None = None) -> Config:
 
     oom_snapshot = env.get("NEURON_OOM_SNAPSHOT", "").strip() or None
 
+    kernel_mode = env.get("NEURON_KERNEL_MODE", "fast").strip().lower()
+    if kernel_mode not in KERNEL_MODES:
+        raise _bad("NEURON_KERNEL_MODE", env["NEURON_KERNEL_MODE"], ", ".join(KERNEL_MODES))
+
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
-                  compile_gemm=gemm, oom_snapshot=oom_snapshot)
+                  compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode)
 
 
 _lock = threading.Lock()
