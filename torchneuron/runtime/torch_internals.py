@@ -497,6 +497,26 @@ def _thnn_fused_cells_exist() -> None:
             raise Mismatch(f"aten::{name} no longer exists")
 
 
+def _cpu_flash_attention_ops_as_checked() -> None:
+    """The CPU's flash attention kernels, called directly by the kernel library's fast path."""
+    aten = torch.ops.aten
+    forward = aten._scaled_dot_product_flash_attention_for_cpu.default._schema
+    backward = aten._scaled_dot_product_flash_attention_for_cpu_backward.default._schema
+    if [a.name for a in forward.arguments][:5] != ["query", "key", "value", "dropout_p",
+                                                   "is_causal"] or len(forward.returns) != 2:
+        raise Mismatch(f"forward schema changed: {forward}")
+    names = [a.name for a in backward.arguments]
+    if names[:8] != ["grad_out", "query", "key", "value", "out", "logsumexp", "dropout_p",
+                     "is_causal"] or "scale" not in names:
+        raise Mismatch(f"backward schema changed: {backward}")
+
+
+def _legacy_type_names_parse() -> None:
+    named = type("torch.FloatTensor", (), {})
+    if torch.zeros(1, dtype=torch.float64).type(named).dtype != torch.float32:
+        raise Mismatch("Tensor.type(cls) no longer reads the class's __name__")
+
+
 def _transformers_pipeline_maps_integers_without_neuron() -> None:
     """transformers' Pipeline.__init__ (read from its source, not imported) still takes `device`
     as a keyword, reads `hf_device_map`, and maps an integer through its accelerator list, which
@@ -614,6 +634,31 @@ ENTRIES: tuple[Internal, ...] = (
                       "storage = tensor._typed_storage()"),
              contains("torch.multiprocessing.reductions", "reduce_typed_storage",
                       "storage._untyped_storage"))),
+
+    Internal(
+        "torch._storage_classes", "patched", ("torchneuron/device/legacy_types.py",),
+        "torch.neuron's legacy typed storages join the set as torch.cuda's do (torch.is_storage "
+        "and serialization read it)",
+        exists("torch._storage_classes", of_type=set)),
+    Internal(
+        "torch.storage._LegacyStorage", "relied on", ("torchneuron/device/legacy_types.py",),
+        "torch.neuron.FloatStorage and its siblings subclass it as torch.cuda's storages do; "
+        "it finds their device from the class's module name, which must be torch.neuron; "
+        "Tensor.storage_type() looks the class up on torch.neuron",
+        _all(exists("torch.storage._LegacyStorage"),
+             exists("torch.storage._warn_typed_storage_removal"),
+             exists("torch._utils.classproperty"),
+             contains("torch.storage", "_get_device_from_module",
+                      "torch._C._get_privateuse1_backend_name()"),
+             contains("torch.storage", "TypedStorage._get_legacy_storage_class",
+                      "getattr(module, storage_name)")),
+        covers=("torch.storage._warn_typed_storage_removal", "torch._utils.classproperty")),
+    Internal(
+        "Tensor.type(cls) reads the class's C-level type name", "relied on",
+        ("torchneuron/device/legacy_types.py",),
+        "Tensor.type(torch.neuron.FloatTensor) parses the type object's tp_name, which for a "
+        "Python class is its __name__: the classes carry the dotted name",
+        _legacy_type_names_parse),
 
     # ---- ops
     Internal(
@@ -1226,6 +1271,16 @@ ENTRIES: tuple[Internal, ...] = (
              exists("torch.cuda._memory_viz.segment_plot"),
              contains("torch.cuda._memory_viz", None, "device_traces", "free_completed",
                       "segment_alloc", "active_allocated", "total_size"))),
+    # ---- the kernel library (torchneuron/kernels/library)
+    Internal(
+        "aten._scaled_dot_product_flash_attention_for_cpu", "relied on",
+        ("torchneuron/kernels/library/attention.py",),
+        "the attention op's fast path runs the CPU's flash attention forward and backward on "
+        "neuron memory (memory linear in the sequence, logsumexp kept for the backward), which "
+        "a custom op's backward cannot reach through scaled_dot_product_attention",
+        _cpu_flash_attention_ops_as_checked,
+        covers=("torch.ops.aten._scaled_dot_product_flash_attention_for_cpu",
+                "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward")),
     # ---- libraries above torch (torchneuron/ecosystem/)
     Internal(
         "transformers.pipelines.base.Pipeline.__init__", "patched",

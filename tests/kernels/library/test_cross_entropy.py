@@ -1,0 +1,76 @@
+"""cross_entropy: from logits and from hidden states times the output projection, chunked over
+the vocabulary (small chunks here, so a test crosses several), ignore_index and the three
+reductions, against F.cross_entropy on the full logits on the CPU, forward and gradients."""
+
+import importlib
+
+import pytest
+import torch
+
+from torchneuron.kernels import library as kl
+
+from .compare import check_op
+
+module = importlib.import_module("torchneuron.kernels.library.cross_entropy")
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(module, "CHUNK", 300)  # 700 classes: chunks of 300, 300, 100
+
+
+def _targets(rows, vocab):
+    target = torch.randint(0, vocab, (rows,))
+    target[::7] = -100
+    return target
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_from_logits(mode, reduction, dtype):
+    logits, target = torch.randn(130, 700).to(dtype), _targets(130, 700)
+    check_op(lambda x, t: kl.cross_entropy(x, t, reduction=reduction),
+             lambda x, t: kl.cross_entropy_reference(x, t, reduction=reduction), [logits, target],
+             differentiable=(0,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_from_hidden_states_without_the_logits(mode, reduction, dtype):
+    hidden, target = torch.randn(70, 24).to(dtype), _targets(70, 700)
+    weight = (torch.randn(700, 24) / 5).to(dtype)
+    check_op(lambda x, t, w: kl.cross_entropy(x, t, w, reduction=reduction),
+             lambda x, t, w: kl.cross_entropy_reference(x, t, w, reduction=reduction),
+             [hidden, target, weight], differentiable=(0, 2))
+
+
+def test_no_block_larger_than_a_chunk_is_made(monkeypatch, mode):
+    """The hidden form's logits exist only chunk by chunk: every chunk step sees at most
+    CHUNK columns."""
+    widths = []
+    stats = module._chunk_stats
+    monkeypatch.setattr(module, "_chunk_stats",
+                        lambda logits, *a: widths.append(logits.shape[1]) or stats(logits, *a))
+    hidden, target = torch.randn(9, 8, device="neuron"), torch.randint(0, 700, (9,))
+    kl.cross_entropy(hidden, target.to("neuron"), torch.randn(700, 8, device="neuron"))
+    assert widths == [300, 300, 100]
+
+
+def test_reference_is_f_cross_entropy():
+    logits, target = torch.randn(5, 11), torch.tensor([1, -100, 3, 10, 0])
+    torch.testing.assert_close(kl.cross_entropy_reference(logits, target),
+                               torch.nn.functional.cross_entropy(logits, target))
+
+
+def test_errors():
+    x, t = torch.randn(4, 10, device="neuron"), torch.tensor([1, 2, 3, 4], device="neuron")
+    with pytest.raises(ValueError, match="reduction='avg'"):
+        kl.cross_entropy(x, t, reduction="avg")
+    with pytest.raises(ValueError, match=r"\(rows, features\) and target \(rows,\)"):
+        kl.cross_entropy(x[None], t)
+    with pytest.raises(TypeError, match="target has dtype torch.float32"):
+        kl.cross_entropy(x, t.float())
+    with pytest.raises(ValueError, match=r"weight \(5, 9\) torch.float32 must be \(vocab, 10\)"):
+        kl.cross_entropy(x, t, torch.randn(5, 9, device="neuron"))
+    with pytest.raises(RuntimeError, match="cross_entropy: target is on cpu"):
+        kl.cross_entropy(x, t.cpu())

@@ -1,0 +1,278 @@
+"""Cross-entropy over a large vocabulary without the full softmax.
+
+`cross_entropy(logits, target)` takes logits (rows, vocab); `cross_entropy(hidden, target,
+weight=lm_head.weight)` takes the last hidden states (rows, hidden) and the output projection
+(vocab, hidden), and never holds more than one (rows, chunk) block of logits: the loss of a
+language model without its (tokens x vocab) logits tensor.
+
+Both walk the vocabulary in chunks: each chunk gives each row its log-sum-exp and, where the
+row's target falls in the chunk, the target's logit; chunks merge with logaddexp (an online
+logsumexp). Loss per row = lse - logit[target]; rows whose target is `ignore_index` count
+neither in the sum nor in the mean. The backward revisits the chunks:
+dlogits = (exp(logits - lse) - onehot(target)) * dloss_row, and for the hidden form
+dhidden = sum over chunks of dlogits @ W_chunk, dW_chunk = dlogits^T @ hidden.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ..nki import isa as nisa
+from ..nki import jit
+from ..nki import language as nl
+from ..nki_op import nki_op
+from . import checks
+from .matmul import matmul_kernel
+from .mode import simulating
+
+NEG_LARGE = -3.0e38
+CHUNK = 4096  # vocabulary columns per chunk: the largest (rows, chunk) block ever held
+SUB_CHUNK = 512  # columns per SBUF tile inside a chunk kernel
+
+
+def cross_entropy_reference(logits_or_hidden, target, weight=None, ignore_index=-100,
+                            reduction="mean"):
+    """Plain PyTorch: the full logits, F.cross_entropy in float32."""
+    logits = logits_or_hidden if weight is None else logits_or_hidden @ weight.T
+    return F.cross_entropy(logits.float(), target, ignore_index=ignore_index,
+                           reduction=reduction)
+
+
+# ---- NKI kernels --------------------------------------------------------------------------------
+
+@jit
+def chunk_stats_kernel(logits, target, offset):
+    """logits (rows, cols) of vocabulary columns offset.., target (rows, 1) float32 -> the rows'
+    log-sum-exp over these columns and their target's logit where it lies here (else 0), both
+    (rows, 1) float32. An online max/sum over SUB_CHUNK-column tiles."""
+    rows, cols = logits.shape
+    P = nl.tile_size.pmax
+    lse = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    picked = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(math.ceil(rows / P)):
+        r0, n = i * P, min(P, rows - i * P)
+        t = nl.load(target[r0:r0 + n, :])
+        m = nl.full((n, 1), NEG_LARGE, dtype=nl.float32, buffer=nl.sbuf)
+        s = nl.zeros((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        pick = nl.zeros((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        for j in nl.sequential_range(math.ceil(cols / SUB_CHUNK)):
+            c0, w = j * SUB_CHUNK, min(SUB_CHUNK, cols - j * SUB_CHUNK)
+            x = nl.load(logits[r0:r0 + n, c0:c0 + w])
+            tile_max = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=tile_max, op=nl.maximum, data=x, axis=(1,))
+            m_new = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=m_new, data1=m, data2=tile_max, op=nl.maximum)
+            neg_m = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=neg_m, data=m_new, op0=nl.multiply, operand0=-1.0)
+            e = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            tile_sum = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=e, op=nl.exp, data=x, bias=neg_m, reduce_op=nl.add,
+                            reduce_res=tile_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            alpha = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=alpha, op=nl.exp, data=m, bias=neg_m)
+            nisa.scalar_tensor_tensor(dst=s, data=s, op0=nl.multiply, operand0=alpha,
+                                      op1=nl.add, operand1=tile_sum)
+            m = m_new
+            # the target's logit: column ids == target selects it (no gather on the engines)
+            ids = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.iota(dst=ids, pattern=[[1, w]], offset=offset + c0)
+            hit = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=hit, data=ids, op0=nl.subtract, operand0=t)
+            onehot = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=onehot, data=hit, op0=nl.equal, operand0=0.0)
+            masked = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=masked, data1=onehot, data2=x, op=nl.multiply)
+            found = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=found, op=nl.add, data=masked, axis=(1,))
+            nisa.tensor_tensor(dst=pick, data1=pick, data2=found, op=nl.add)
+        log_s = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=log_s, op=nl.log, data=s)
+        res = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=res, data1=log_s, data2=m, op=nl.add)
+        nl.store(lse[r0:r0 + n, :], res)
+        nl.store(picked[r0:r0 + n, :], pick)
+    return lse, picked
+
+
+@jit
+def chunk_grad_kernel(logits, lse, target, row_grad, offset):
+    """dlogits = (exp(logits - lse) - onehot(target)) * row_grad for one chunk of columns."""
+    rows, cols = logits.shape
+    P = nl.tile_size.pmax
+    out = nl.ndarray((rows, cols), dtype=logits.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(math.ceil(rows / P)):
+        r0, n = i * P, min(P, rows - i * P)
+        neg_lse = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=neg_lse, data=nl.load(lse[r0:r0 + n, :]), op0=nl.multiply,
+                           operand0=-1.0)
+        t, g = nl.load(target[r0:r0 + n, :]), nl.load(row_grad[r0:r0 + n, :])
+        for j in nl.affine_range(math.ceil(cols / SUB_CHUNK)):
+            c0, w = j * SUB_CHUNK, min(SUB_CHUNK, cols - j * SUB_CHUNK)
+            prob = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=prob, op=nl.exp, data=nl.load(logits[r0:r0 + n, c0:c0 + w]),
+                            bias=neg_lse)
+            ids = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.iota(dst=ids, pattern=[[1, w]], offset=offset + c0)
+            onehot = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=onehot, data=ids, op0=nl.subtract, operand0=t,
+                               op1=nl.equal, operand1=0.0)
+            diff = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=diff, data1=prob, data2=onehot, op=nl.subtract)
+            res = nl.ndarray((n, w), dtype=logits.dtype, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=res, data=diff, op0=nl.multiply, operand0=g)
+            nl.store(out[r0:r0 + n, c0:c0 + w], res)
+    return out
+
+
+# ---- chunk steps: NKI kernels when simulating, composite ops otherwise ---------------------------
+
+def _chunk_logits(x, weight, c0, c1):
+    if weight is None:
+        return x[:, c0:c1]
+    if simulating():
+        return matmul_kernel(x.contiguous(), weight[c0:c1].contiguous(), b_transposed=True)
+    return x @ weight[c0:c1].T
+
+
+def _chunk_stats(logits, target_f, c0):
+    if simulating():
+        return chunk_stats_kernel(logits.contiguous(), target_f, c0)
+    lse = torch.logsumexp(logits.float(), dim=-1, keepdim=True)
+    inside = (target_f >= c0) & (target_f < c0 + logits.shape[1])
+    index = (target_f - c0).clamp(0, logits.shape[1] - 1).long()
+    return lse, torch.where(inside, logits.gather(1, index).float(), 0.0)
+
+
+def _chunk_grad(logits, lse, target_f, row_grad, c0):
+    if simulating():
+        return chunk_grad_kernel(logits.contiguous(), lse, target_f, row_grad, c0)
+    cols = torch.arange(c0, c0 + logits.shape[1], device=logits.device, dtype=torch.float32)
+    onehot = (cols == target_f).float()
+    return ((torch.exp(logits.float() - lse) - onehot) * row_grad).to(logits.dtype)
+
+
+def _vocab(x, weight):
+    return x.shape[1] if weight is None else weight.shape[0]
+
+
+def _row_losses(x, weight, target_f):
+    """(rows, 1) lse and picked target logits, chunk by chunk."""
+    lse, picked = None, None
+    vocab = _vocab(x, weight)
+    for c0 in range(0, vocab, CHUNK):
+        c_lse, c_pick = _chunk_stats(_chunk_logits(x, weight, c0, min(vocab, c0 + CHUNK)),
+                                     target_f, c0)
+        lse = c_lse if lse is None else torch.logaddexp(lse, c_lse)
+        picked = c_pick if picked is None else picked + c_pick
+    return lse, picked
+
+
+def _row_weights(target, ignore_index, reduction):
+    """d(loss)/d(row loss): 1 (sum), 1/count (mean), 0 for ignored rows."""
+    valid = (target != ignore_index).float().unsqueeze(1)
+    if reduction == "mean":
+        return valid / valid.sum().clamp(min=1.0)  # all rows ignored: loss 0/0 -> nan below
+    return valid
+
+
+# ---- the ops -------------------------------------------------------------------------------------
+
+def _weight_or_none(weight):
+    """An empty placeholder stands for a missing weight in the op's schema (autograd saves
+    tensors, not Nones)."""
+    return None if weight.numel() == 0 else weight
+
+
+@nki_op("neuron_kernels::cross_entropy", autocast_dtype=None)
+def cross_entropy_op(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,
+                     ignore_index: int, reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
+    w = _weight_or_none(weight)
+    target_f = target.float().unsqueeze(1)
+    lse, picked = _row_losses(x, w, target_f)
+    losses = (lse - picked) * (target != ignore_index).float().unsqueeze(1)
+    if reduction == "none":
+        loss = losses.squeeze(1)
+    else:
+        loss = losses.sum()
+        if reduction == "mean":
+            loss = loss / (target != ignore_index).sum()
+    return loss, lse
+
+
+@nki_op("neuron_kernels::cross_entropy_backward", autocast_dtype=None)
+def cross_entropy_backward_op(grad: torch.Tensor, x: torch.Tensor, target: torch.Tensor,
+                              weight: torch.Tensor, lse: torch.Tensor, ignore_index: int,
+                              reduction: str) -> tuple[torch.Tensor, torch.Tensor]:
+    w = _weight_or_none(weight)
+    target_f = target.float().unsqueeze(1)
+    row_grad = _row_weights(target, ignore_index, reduction) * (
+        grad.reshape(-1, 1) if reduction == "none" else grad)
+    vocab = _vocab(x, w)
+    chunks = []
+    dx = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if w is not None else None
+    dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device)
+    for c0 in range(0, vocab, CHUNK):
+        c1 = min(vocab, c0 + CHUNK)
+        d_logits = _chunk_grad(_chunk_logits(x, w, c0, c1), lse, target_f,
+                               row_grad.float().contiguous(), c0)
+        if w is None:
+            chunks.append(d_logits)
+        elif simulating():
+            dx += matmul_kernel(d_logits, w[c0:c1].contiguous(), out_dtype=torch.float32)
+            dw[c0:c1] = matmul_kernel(d_logits, x.contiguous(), a_transposed=True,
+                                      out_dtype=torch.float32)
+        else:
+            dx += (d_logits @ w[c0:c1]).float()
+            dw[c0:c1] = (d_logits.t() @ x).float()
+    if w is None:
+        return torch.cat(chunks, dim=1), dw
+    return dx.to(x.dtype), dw.to(weight.dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    x, target, weight, ignore_index, reduction = inputs
+    ctx.save_for_backward(x, target, weight, output[1])
+    ctx.ignore_index, ctx.reduction = ignore_index, reduction
+
+
+def _backward(ctx, grad, _grad_lse):
+    x, target, weight, lse = ctx.saved_tensors
+    dx, dw = cross_entropy_backward_op(grad, x, target, weight, lse, ctx.ignore_index,
+                                       ctx.reduction)
+    return dx, None, dw, None, None
+
+
+cross_entropy_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def cross_entropy(logits_or_hidden: torch.Tensor, target: torch.Tensor,
+                  weight: torch.Tensor | None = None, ignore_index: int = -100,
+                  reduction: str = "mean") -> torch.Tensor:
+    """The cross-entropy loss of logits (rows, vocab), or of hidden states (rows, hidden) times
+    `weight` (vocab, hidden) without materializing the logits; `target` (rows,) class ids."""
+    x = logits_or_hidden
+    checks.floating("cross_entropy", logits_or_hidden=x)
+    tensors = dict(logits_or_hidden=x, target=target)
+    if weight is not None:
+        checks.floating("cross_entropy", weight=weight)
+        tensors["weight"] = weight
+    checks.on_neuron("cross_entropy", **tensors)
+    checks.shape("cross_entropy", reduction in ("mean", "sum", "none"),
+                 f"reduction={reduction!r}; expected 'mean', 'sum' or 'none'")
+    checks.shape("cross_entropy", x.dim() == 2 and target.dim() == 1
+                 and target.shape[0] == x.shape[0],
+                 f"expected logits_or_hidden (rows, features) and target (rows,); got "
+                 f"{tuple(x.shape)} and {tuple(target.shape)} (flatten batch and sequence first)")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"torchneuron.kernels.cross_entropy: target has dtype {target.dtype}; "
+                        "expected integer class ids (int64)")
+    if weight is not None:
+        checks.shape("cross_entropy", weight.dim() == 2 and weight.shape[1] == x.shape[1]
+                     and weight.dtype == x.dtype,
+                     f"weight {tuple(weight.shape)} {weight.dtype} must be (vocab, "
+                     f"{x.shape[1]}) in hidden's dtype {x.dtype}")
+    placeholder = weight if weight is not None else x.new_empty(0)
+    return cross_entropy_op(x, target.long(), placeholder, int(ignore_index), reduction)[0]
