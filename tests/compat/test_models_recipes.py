@@ -1,8 +1,10 @@
 """How the model battery grows the set of model types it can try, from configs and the models'
 own declarations rather than names: per-layer dicts follow the kept layers, every vocabulary
 shrinks, a second shrink profile keeps the full-size head_dim (rotary sections are sized from
-it), forward's first parameter stands in for a main_input_name it does not take, and an input per
-declared modality (input_modalities) feeds dual encoders."""
+it), forward's first parameter stands in for a main_input_name it does not take, an input per
+declared modality (input_modalities) feeds dual encoders; sizes a config class ties follow its
+own validation, a third profile shrinks every width, and video, time series, patch grids, codec
+audio and any required input with a recipe are made from the config."""
 
 import pytest
 import torch
@@ -71,3 +73,114 @@ def test_forward_first_parameter_stands_in_for_an_unused_main_input_name():
 
     inputs = main_input(Tower(), torch.Generator().manual_seed(0))
     assert list(inputs) == ["pixel_values"] and inputs["pixel_values"].shape == (2, 3, 8, 8)
+
+
+def test_sizes_a_config_class_ties_take_the_value_its_validation_asks_for():
+    # XLNet validates d_head == d_model // n_head; the shrink rules shrink d_head and d_model
+    # apart, and the class's own message names the size to follow.
+    from torchneuron.compat.models.shrink import tiny_config
+
+    config = tiny_config("xlnet")
+    assert config.d_head == config.d_model // config.n_head == 16
+
+
+def test_a_tied_size_is_found_through_sub_configs_and_an_unnamed_one_is_not_invented():
+    from torchneuron.compat.models.shrink import _set_tied_size
+
+    d = {"text_config": {"hidden_size": 64}, "speech": {"head_config": {"audio_hidden_size": 512}}}
+    assert _set_tied_size(d, "head_config.audio_hidden_size", 512, 64)
+    assert d["speech"]["head_config"]["audio_hidden_size"] == 64
+    assert not _set_tied_size(d, "head_config.missing", 512, 64)
+    assert not _set_tied_size(d, "text_config.hidden_size", 999, 8)  # the stated value differs
+
+
+def test_a_validation_error_that_names_no_tied_size_still_raises(monkeypatch):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from torchneuron.compat.models import shrink
+
+    config_class = CONFIG_MAPPING["bert"]
+
+    def refuse(cls, d, **kwargs):
+        raise ValueError("num_layers must be prime")
+
+    monkeypatch.setattr(config_class, "from_dict", classmethod(refuse))
+    with pytest.raises(ValueError, match="must be prime"):
+        shrink.tiny_config("bert")
+
+
+def test_the_every_width_profile_shrinks_projections_groups_and_compound_scaling():
+    d = {"hidden_size": 1024, "out_hidden_size": 4096, "upsample_groups": 512, "num_groups": 32,
+         "width_coefficient": 2.0, "rotary_dim": 64, "num_attention_heads": 16}
+    assert shrink_dict(d, "every width") == {
+        "hidden_size": 64, "out_hidden_size": 64, "upsample_groups": 8, "num_groups": 8,
+        "width_coefficient": 1.0, "rotary_dim": 16, "num_attention_heads": 4}
+    first = shrink_dict(d)  # the first profile keeps what some models run with as it is
+    assert (first["out_hidden_size"], first["upsample_groups"], first["width_coefficient"]) == \
+        (4096, 512, 2.0)
+
+
+def test_video_models_get_clips_with_the_configs_frame_count():
+    model, _, _, _ = build_tiny(by_type("videomae"))
+    clip = main_input(model, torch.Generator().manual_seed(0))["pixel_values"]
+    config = model.config
+    assert clip.shape == (2, config.num_frames, config.num_channels, config.image_size,
+                          config.image_size)
+    rec = check(by_type("videomae"))
+    assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
+
+
+def test_time_series_models_get_past_values_of_the_context_length():
+    model, _, _, _ = build_tiny(by_type("patchtst"))
+    past = main_input(model, torch.Generator().manual_seed(0))["past_values"]
+    assert past.shape == (2, model.config.context_length, model.config.num_input_channels)
+    rec = check(by_type("patchtst"))
+    assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
+
+
+def test_grid_vision_towers_get_flattened_patches_and_each_images_grid():
+    model, _, _, _ = build_tiny(by_type("qwen2_5_vl_vision"))
+    inputs = main_input(model, torch.Generator().manual_seed(0))
+    c = model.config
+    merge = c.spatial_merge_size
+    assert inputs["grid_thw"].tolist() == [[1, 2 * merge, 2 * merge]] * 2
+    assert inputs["hidden_states"].shape == (
+        2 * (2 * merge) ** 2, c.in_channels * c.temporal_patch_size * c.patch_size ** 2)
+    rec = check(by_type("qwen2_5_vl_vision"))
+    assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
+
+
+def test_inputs_forward_requires_get_a_recipe_by_their_name():
+    class QFormerLike(torch.nn.Module):
+        input_modalities = ("image",)
+        main_input_name = "pixel_values"
+
+        def __init__(self):
+            super().__init__()
+            self.config = type("C", (), {"num_channels": 3, "image_size": 8, "vocab_size": 16,
+                                         "to_dict": lambda self: {"vocab_size": 16}})()
+
+        def forward(self, pixel_values, qformer_input_ids, attention_mask=None):
+            return pixel_values
+
+    inputs = modality_inputs(QFormerLike(), torch.Generator().manual_seed(0))
+    assert set(inputs) == {"pixel_values", "qformer_input_ids"}
+    assert inputs["qformer_input_ids"].shape == (2, 8) and inputs["qformer_input_ids"].max() < 16
+
+
+def test_codecs_get_audio_with_the_configs_channel_count():
+    class Codec(torch.nn.Module):
+        main_input_name = "input_values"
+
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+
+        def forward(self, input_values, padding_mask=None):
+            return input_values
+
+    stereo = type("C", (), {"audio_channels": 2})()
+    plain = type("C", (), {})()
+    gen = torch.Generator().manual_seed(0)
+    assert main_input(Codec(stereo), gen)["input_values"].shape == (2, 2, 4000)
+    assert main_input(Codec(plain), gen)["input_values"].shape == (2, 4000)  # wav2vec2-style

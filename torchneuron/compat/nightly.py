@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batteries", nargs="+", choices=BATTERIES, default=list(BATTERIES),
                    help="only these batteries (default all)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="worker processes for the op battery (default: one per CPU)")
+                   help="worker processes for the op and model batteries (default: one per CPU)")
     p.add_argument("--models", nargs="*", default=None, metavar="PATTERN",
                    help="only these model types in the model battery (default all)")
 
@@ -38,7 +38,7 @@ def battery_arguments(battery: str, out: str, args: argparse.Namespace) -> argpa
     parser.add_argument("--out")
     module.add_arguments(parser)
     argv = ["--out", out]
-    if battery == "ops":
+    if battery in ("ops", "models"):
         argv += ["--jobs", str(args.jobs)]
     if battery == "models" and args.models:
         argv += ["--only", *args.models]

@@ -23,6 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk", type=int, default=40,
                    help="architectures per worker process (a fresh process bounds memory)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="worker processes, each running one architecture at a time")
     p.add_argument("--skip-minilm", action="store_true",
                    help="leave out the real-weights MiniLM check")
 
@@ -60,10 +62,10 @@ def run(args: argparse.Namespace) -> int:
         bar.set_postfix_str(f"{rec['model_type']}: {report.outcome(rec)}; {passed} pass")
         bar.update(1)
 
-    records = run_all(archs, args.timeout, args.chunk, args.threads, progress)
+    records = run_all(archs, args.timeout, args.chunk, args.threads, progress, max(1, args.jobs))
     bar.close()
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
-            "command": "torchneuron compat models " + " ".join(sys.argv[3:]),
+            "command": "torchneuron compat models " + " ".join(sys.argv[3:]), "jobs": args.jobs,
             "seconds": time.monotonic() - started}
     if not args.skip_minilm:
         from .minilm import check_minilm

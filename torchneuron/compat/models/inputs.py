@@ -15,6 +15,8 @@ SEQ = 8
 DECODER_SEQ = 5
 AUDIO_SAMPLES = 4000
 FEATURE_FRAMES = 64
+VIDEO_FRAMES = 4  # where the config does not say how many frames a clip has
+SERIES_LENGTH = 64  # where the config does not say how long a series' context is
 
 
 class NoInputRecipe(Exception):
@@ -73,17 +75,78 @@ def _main_input_name(model) -> str:
     return names[0]
 
 
+def _modalities(model) -> tuple[str, ...]:
+    modalities = getattr(model, "input_modalities", ()) or ()
+    return (modalities,) if isinstance(modalities, str) else tuple(modalities)
+
+
+def _is_video(model) -> bool:
+    """Whether `pixel_values` are clips: the config says how many frames a clip has, or video is
+    the only visual modality the model declares."""
+    modalities = _modalities(model)
+    frames = _sub(model.config, "num_frames", "frames_per_clip")
+    return isinstance(frames, int) or ("video" in modalities and "image" not in modalities)
+
+
+def _pixels(config, gen: torch.Generator, frames: int | None) -> torch.Tensor:
+    channels = _sub(config, "num_channels", "in_channels", "in_chans") or 3
+    h, w = _image_size(config)
+    if frames is None:
+        return torch.randn(BATCH, channels, h, w, generator=gen)
+    return torch.randn(BATCH, frames, channels, h, w, generator=gen)  # Hugging Face's layout
+
+
+def _frames(config) -> int:
+    frames = _sub(config, "num_frames", "frames_per_clip")
+    return frames if isinstance(frames, int) else VIDEO_FRAMES
+
+
+def _series(config, gen: torch.Generator) -> torch.Tensor:
+    """A time series' past values: (batch, context) or (batch, context, channels) where the
+    config names its channels."""
+    length = _sub(config, "context_length")
+    length = length if isinstance(length, int) else SERIES_LENGTH
+    channels = _sub(config, "num_input_channels")
+    shape = (BATCH, length, channels) if isinstance(channels, int) else (BATCH, length)
+    return torch.randn(*shape, generator=gen)
+
+
+def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Vision towers of Qwen-VL-like models take images already cut into flattened patches
+    (temporal x channel x patch x patch values each) with each image's grid (t, h, w) in
+    patches; the grid's sides are a multiple of the tower's merge size."""
+    config = model.config
+    merge = _sub(config, "spatial_merge_size", "merge_kernel_size") or 1
+    merge = merge[0] if isinstance(merge, (list, tuple)) else merge
+    channels = _sub(config, "in_channels", "num_channels", "in_chans") or 3
+    patch = _sub(config, "patch_size") or 14
+    temporal = _sub(config, "temporal_patch_size") or 1
+    side = 2 * merge
+    grid = torch.tensor([[1, side, side]] * BATCH)
+    patches = torch.randn(BATCH * side * side, channels * temporal * patch * patch, generator=gen)
+    return {name: patches, "grid_thw": grid}
+
+
 def main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str, torch.Tensor]:
     """The model's main input (and attention mask) from its config; or the input `name`."""
     config, name = model.config, name or _main_input_name(model)
+    if name in ("hidden_states", "pixel_values") and _named(model, "grid_thw"):
+        return _patches_on_a_grid(model, name, gen)
     if name == "input_ids":
         ids = token_ids(config, (BATCH, SEQ), gen)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    if name.endswith("_input_ids"):  # a second text input (a Q-Former's, a decoder's)
+        return {name: token_ids(config, (BATCH, SEQ), gen)}
     if name == "pixel_values":
-        channels = _sub(config, "num_channels", "in_channels", "in_chans") or 3
-        h, w = _image_size(config)
-        return {name: torch.randn(BATCH, channels, h, w, generator=gen)}
+        return {name: _pixels(config, gen, _frames(config) if _is_video(model) else None)}
+    if name == "pixel_values_videos":
+        return {name: _pixels(config, gen, _frames(config))}
+    if name == "past_values":
+        return {name: _series(config, gen)}
     if name == "input_values":
+        channels = _sub(config, "audio_channels")
+        if isinstance(channels, int):  # codecs take (batch, channels, samples)
+            return {name: torch.randn(BATCH, channels, AUDIO_SAMPLES, generator=gen)}
         return {name: torch.randn(BATCH, AUDIO_SAMPLES, generator=gen)}
     if name == "input_features":
         mel_bins = _sub(config, "num_mel_bins")
@@ -111,21 +174,35 @@ def _named(model, name: str) -> bool:
 
 # The input each modality of `input_modalities` stands for, in the order forward takes them.
 MODALITY_INPUTS = {"text": ("input_ids",), "image": ("pixel_values",),
-                   "audio": ("input_features", "input_values")}
+                   "audio": ("input_features", "input_values"),
+                   "video": ("pixel_values_videos", "pixel_values"), "time": ("past_values",)}
+
+
+def _required(model) -> list[str]:
+    """Forward's parameters without a default: what it cannot run without."""
+    return [p.name for p in inspect.signature(model.forward).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def modality_inputs(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """An input for every modality the model declares (`input_modalities`) that its forward
-    takes by name: dual encoders (CLIP-like) need text and image together."""
-    modalities = getattr(model, "input_modalities", ()) or ()
-    if isinstance(modalities, str):
-        modalities = (modalities,)
+    takes by name: dual encoders (CLIP-like) need text and image together; then any input
+    forward requires that has a recipe (a Q-Former's own token ids)."""
     inputs: dict[str, torch.Tensor] = {}
+    modalities = _modalities(model)
     for modality in modalities:
+        if modality == "video" and "image" in modalities:
+            continue  # image-and-video models take clips only beside tokens that place them
         for name in MODALITY_INPUTS.get(modality, ()):
-            if _named(model, name):
+            if _named(model, name) and name not in inputs:
                 inputs.update(main_input(model, gen, name))
                 break
+    for name in _required(model):
+        if name not in inputs:
+            try:
+                inputs.update(main_input(model, gen, name))
+            except NoInputRecipe:
+                pass  # forward then names what it misses, which the report keeps as the cause
     return inputs
 
 

@@ -17,8 +17,8 @@ CRASH = "crash"
 
 
 def run_all(archs: list[Architecture], timeout_s: float, chunk: int, threads: int,
-            progress=None) -> list[dict]:
-    """One record per architecture, in the given order."""
+            progress=None, jobs: int = 1) -> list[dict]:
+    """One record per architecture, in the given order; `jobs` workers run side by side."""
     records: dict[str, dict] = {}
 
     def done(arch: Architecture, recs: list[dict], seconds) -> None:
@@ -26,7 +26,7 @@ def run_all(archs: list[Architecture], timeout_s: float, chunk: int, threads: in
         if progress:
             progress(recs[-1])
 
-    pool.run(archs, BATTERY, jobs=1, case_timeout=timeout_s, on_unit_done=done, threads=threads,
+    pool.run(archs, BATTERY, jobs=jobs, case_timeout=timeout_s, on_unit_done=done, threads=threads,
              units_per_worker=chunk)
     return [records[a.model_type] for a in archs]
 

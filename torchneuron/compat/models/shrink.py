@@ -27,6 +27,15 @@ _HIDDEN_KEYS = {
     "text_embed_dim", "vision_embed_dim", "encoder_hidden_size", "decoder_hidden_size",
     "projection_dim", "proj_dim", "output_hidden_size", "hidden_channels", "block_out_channels",
 }
+# The third profile ("every width") also shrinks widths that the first two keep because some
+# architectures run with them as they are: projections into another tower's width, latent
+# arrays, expert widths, and group counts that must divide a width that shrank.
+_EXTRA_WIDTH_KEYS = {"out_hidden_size", "d_latents", "image_token_embed_dim", "text_hidden_size",
+                     "expert_ffn_hidden_size", "classifier_proj_size", "quantization_dim",
+                     "xvector_output_dim"}
+_GROUPS = re.compile(r"_groups$")
+_SCALING = re.compile(r"(width|depth)_(coefficient|multiplier)$")
+GROUPS = 8  # divides every shrunk width (multiples of 8)
 _HEAD_KEYS = {
     "num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
     "decoder_attention_heads", "num_decoder_attention_heads", "encoder_num_attention_heads",
@@ -46,7 +55,7 @@ _POSITION_KEYS = {"max_position_embeddings", "n_positions", "max_target_position
                   "max_source_positions", "n_ctx", "max_seq_len", "max_sequence_length"}
 _DEPTH_KEYS = {"depth", "num_blocks", "n_layers", "n_layer"}
 _LAYERS = re.compile(r"(^|_)layers$")
-_HEAD_DIM = re.compile(r"head_dim$")
+_HEAD_DIM = re.compile(r"head_dim$|^rotary_dim$")  # rotary dims are a part of a head
 _LORA_RANK = re.compile(r"lora_rank$")
 _VOCAB = re.compile(r"(^|_)vocab_size(_|$)|_vocab$")
 # Randomness inside forward (dropout, masking, VITS-style noise) draws from per-device
@@ -136,6 +145,14 @@ def _shrink_int(key: str, value: int) -> int:
     return value
 
 
+def _shrink_every_width(key: str, value: int) -> int:
+    if key in _EXTRA_WIDTH_KEYS:
+        return min(value, HIDDEN)
+    if key == "num_groups" or _GROUPS.search(key):
+        return min(value, GROUPS)
+    return value
+
+
 def _layer_count(d: dict) -> int | None:
     if isinstance(d.get("depths"), list):
         return None  # a staged (vision) model: its lists are per stage, not per layer
@@ -171,7 +188,7 @@ def _keep_head_dim(d: dict, out: dict) -> None:
         out["intermediate_size"] = 2 * head_dim
 
 
-PROFILES = ("small heads", "full head_dim")
+PROFILES = ("small heads", "full head_dim", "every width", "every width, full head_dim")
 
 
 def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]:
@@ -192,8 +209,12 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out[key] = value
         elif isinstance(value, int):
             out[key] = _shrink_int(key, value)
+            if profile.startswith("every width"):
+                out[key] = _shrink_every_width(key, out[key])
         elif isinstance(value, float) and _RANDOM_FLOAT.search(key):
             out[key] = 0.0  # no randomness in forward: CPU and neuron RNG streams differ
+        elif isinstance(value, float) and profile.startswith("every width") and _SCALING.search(key):
+            out[key] = min(value, 1.0)  # compound scaling (EfficientNet): the base network
         elif isinstance(value, list):
             out[key] = _shrink_list(key, value, layers_before, keep)
         else:
@@ -206,7 +227,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
     hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
     if isinstance(out.get("head_dim"), int) and isinstance(hidden, int) and isinstance(heads, int):
         out["head_dim"] = max(1, hidden // heads)
-    if profile == "full head_dim":
+    if profile.endswith("full head_dim"):
         _keep_head_dim(d, out)
     _remap_token_ids(out)
     return out
@@ -254,8 +275,39 @@ def special_token_ids(config) -> set[int]:
     return ids
 
 
+# A config class that ties two sizes says so when it validates: "`a.b` (512) must equal
+# `c.d` (64)". The battery shrank both independently; it follows the class's own rule.
+_TIED_SIZE = re.compile(
+    r"`?(?P<key>[A-Za-z_][\w.]*)`? \((?P<got>\d+)\) (?:must|should) (?:equal|match|be equal to|"
+    r"be the same as) (?:the backbone )?`?[\w.]+(?: // [\w.]+)?`? \((?P<want>\d+)\)")
+MAX_TIED_SIZE_REPAIRS = 4
+
+
+def _set_tied_size(d: dict, key: str, got: int, want: int) -> bool:
+    """Sets `key` (a dotted path from this config or from one of its sub-configs) from `got`
+    to `want`."""
+    *parents, leaf = key.split(".")
+    node = d
+    for parent in parents:
+        node = node.get(parent) if isinstance(node, dict) else None
+    if isinstance(node, dict) and node.get(leaf) == got:
+        node[leaf] = want
+        return True
+    return any(_set_tied_size(v, key, got, want) for v in d.values() if isinstance(v, dict))
+
+
+def _messages(e: BaseException) -> str:
+    """The message of an error and of every error it was raised from."""
+    parts = []
+    while e is not None:
+        parts.append(str(e))
+        e = e.__cause__ or e.__context__
+    return "\n".join(parts)
+
+
 def tiny_config(model_type: str, profile: str = PROFILES[0]):
-    """The model type's config with the battery's tiny sizes."""
+    """The model type's config with the battery's tiny sizes. Sizes the config class ties
+    together (its validation names them) take the value it asks for."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     config_class = CONFIG_MAPPING[model_type]
@@ -263,4 +315,12 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
     small = shrink_dict(full, profile)
     small.pop("transformers_version", None)
     small.pop("model_type", None)
+    for _ in range(MAX_TIED_SIZE_REPAIRS):
+        try:
+            return config_class.from_dict(small)
+        except Exception as e:  # noqa: BLE001 - validation errors come wrapped (strict dataclasses)
+            tied = _TIED_SIZE.search(_messages(e))
+            if not (tied and _set_tied_size(small, tied["key"], int(tied["got"]),
+                                            int(tied["want"]))):
+                raise
     return config_class.from_dict(small)
