@@ -9,3 +9,4 @@ from .attention import attention, attention_reference  # noqa: F401
 from .cross_entropy import cross_entropy, cross_entropy_reference  # noqa: F401
 from .router import router_topk, router_topk_reference  # noqa: F401
 from .apply import apply  # noqa: F401
+from .estimate import KernelEstimate, estimate  # noqa: F401
