@@ -36,6 +36,18 @@ def _batch():
     return ids, labels
 
 
+def _pair(family, device="neuron", bfloat16=False):
+    """(the untouched model on the CPU, an applied copy on `device`)."""
+    torch.manual_seed(0)
+    reference = MODELS[family]()
+    if bfloat16:
+        reference = reference.bfloat16()
+    model = copy.deepcopy(reference).to(device)
+    counts = apply(model)
+    assert counts == EXPECTED[family]
+    return reference, model
+
+
 def _run(model, ids, labels):
     out = model(input_ids=ids, labels=labels)
     out.loss.backward()
@@ -45,10 +57,7 @@ def _run(model, ids, labels):
 
 @pytest.mark.parametrize("family", sorted(MODELS))
 def test_applied_model_equals_the_untouched_model(mode, family):
-    torch.manual_seed(0)
-    reference = MODELS[family]()
-    model = copy.deepcopy(reference).to("neuron")
-    assert apply(model) == EXPECTED[family]
+    reference, model = _pair(family)
     ids, labels = _batch()
     logits, loss, grads = _run(reference, ids, labels)
     n_logits, n_loss, n_grads = _run(model, ids.to("neuron"), labels.to("neuron"))
@@ -60,10 +69,7 @@ def test_applied_model_equals_the_untouched_model(mode, family):
 
 
 def test_bfloat16_llama(mode):
-    torch.manual_seed(0)
-    reference = MODELS["llama"]().bfloat16()
-    model = copy.deepcopy(reference).to("neuron")
-    apply(model)
+    reference, model = _pair("llama", bfloat16=True)
     ids, labels = _batch()
     logits, loss, _ = _run(reference, ids, labels)
     n_logits, n_loss, _ = _run(model, ids.to("neuron"), labels.to("neuron"))
@@ -81,20 +87,14 @@ def test_state_dict_and_parameters_are_untouched():
 
 
 def test_applied_model_still_runs_on_the_cpu():
-    torch.manual_seed(0)
-    reference = MODELS["qwen2"]()
-    model = copy.deepcopy(reference)
-    apply(model)
+    reference, model = _pair("qwen2", device="cpu")
     ids, labels = _batch()
     torch.testing.assert_close(model(input_ids=ids, labels=labels).loss,
                                reference(input_ids=ids, labels=labels).loss)
 
 
 def test_a_padding_mask_falls_back_to_hugging_face_attention():
-    torch.manual_seed(0)
-    reference = MODELS["llama"]()
-    model = copy.deepcopy(reference).to("neuron")
-    apply(model)
+    reference, model = _pair("llama")
     ids = torch.randint(0, 96, (2, 8))
     mask = torch.ones(2, 8, dtype=torch.long)
     mask[1, :3] = 0
@@ -104,10 +104,7 @@ def test_a_padding_mask_falls_back_to_hugging_face_attention():
 
 
 def test_generate_with_a_cache_gives_the_same_tokens():
-    torch.manual_seed(0)
-    reference = MODELS["llama"]()
-    model = copy.deepcopy(reference).to("neuron")
-    apply(model)
+    reference, model = _pair("llama")
     ids = torch.randint(0, 96, (1, 5))
     expected = reference.generate(ids, max_new_tokens=6, do_sample=False)
     actual = model.generate(ids.to("neuron"), max_new_tokens=6, do_sample=False)
@@ -116,10 +113,7 @@ def test_generate_with_a_cache_gives_the_same_tokens():
 
 @pytest.mark.parametrize("family", ["llama", "qwen2"])
 def test_torch_compile_has_no_graph_break_at_the_ops(family):
-    torch.manual_seed(0)
-    reference = MODELS[family]()
-    model = copy.deepcopy(reference).to("neuron")
-    apply(model)
+    reference, model = _pair(family)
     graphs = []
 
     def counting_backend(gm, example_inputs):

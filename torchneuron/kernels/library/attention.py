@@ -23,8 +23,8 @@ from ..nki import language as nl
 from ..nki_op import nki_op
 from . import checks
 from .mode import simulating
+from .online_softmax import NEG_LARGE, log_sum_exp, online_softmax_step
 
-NEG_LARGE = -3.0e38  # a finite -inf: exp() of it minus anything finite is 0, never NaN
 Q_TILE, K_TILE = 128, 128
 
 aten = torch.ops.aten
@@ -87,20 +87,7 @@ def attention_forward_kernel(q, k, v, scale, causal):
             for j in nl.sequential_range(len(_key_tiles(kv_seq, causal, q0 + n_q - 1))):
                 k0, n_k = j * K_TILE, min(K_TILE, kv_seq - j * K_TILE)
                 s = _scores(q_t, k[kv, k0:k0 + n_k, :], n_q, n_k, scale, causal, q0, k0)
-                tile_max = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.tensor_reduce(dst=tile_max, op=nl.maximum, data=s, axis=(1,))
-                m_new = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.tensor_tensor(dst=m_new, data1=m, data2=tile_max, op=nl.maximum)
-                neg_m_new = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.tensor_scalar(dst=neg_m_new, data=m_new, op0=nl.multiply, operand0=-1.0)
-                p = nl.ndarray((n_q, n_k), dtype=nl.float32, buffer=nl.sbuf)
-                row_sum = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.activation(dst=p, op=nl.exp, data=s, bias=neg_m_new, reduce_op=nl.add,
-                                reduce_res=row_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-                alpha = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.activation(dst=alpha, op=nl.exp, data=m, bias=neg_m_new)
-                nisa.scalar_tensor_tensor(dst=l, data=l, op0=nl.multiply, operand0=alpha,
-                                          op1=nl.add, operand1=row_sum)
+                m_new, p, alpha = online_softmax_step(s, m, l)
                 # p^T on the Tensor Engine, then p @ v accumulates the tile's share.
                 p_low = nl.ndarray((n_q, n_k), dtype=v.dtype, buffer=nl.sbuf)
                 nisa.tensor_copy(dst=p_low, src=p)
@@ -118,11 +105,7 @@ def attention_forward_kernel(q, k, v, scale, causal):
             res = nl.ndarray((n_q, d), dtype=q.dtype, buffer=nl.sbuf)
             nisa.tensor_scalar(dst=res, data=acc, op0=nl.multiply, operand0=inv_l)
             nl.store(out[bh, q0:q0 + n_q, :], res)
-            log_l = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=log_l, op=nl.log, data=l)
-            lse_tile = nl.ndarray((n_q, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=lse_tile, data1=log_l, data2=m, op=nl.add)
-            nl.store(lse[bh, q0:q0 + n_q, :], lse_tile)
+            nl.store(lse[bh, q0:q0 + n_q, :], log_sum_exp(m, l))
     return out, lse
 
 

@@ -27,8 +27,8 @@ from ..nki_op import nki_op
 from . import checks
 from .matmul import matmul_kernel
 from .mode import simulating
+from .online_softmax import NEG_LARGE, log_sum_exp, online_softmax_step
 
-NEG_LARGE = -3.0e38
 CHUNK = 4096  # vocabulary columns per chunk: the largest (rows, chunk) block ever held
 SUB_CHUNK = 512  # columns per SBUF tile inside a chunk kernel
 
@@ -61,20 +61,7 @@ def chunk_stats_kernel(logits, target, offset):
         for j in nl.sequential_range(math.ceil(cols / SUB_CHUNK)):
             c0, w = j * SUB_CHUNK, min(SUB_CHUNK, cols - j * SUB_CHUNK)
             x = nl.load(logits[r0:r0 + n, c0:c0 + w])
-            tile_max = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_reduce(dst=tile_max, op=nl.maximum, data=x, axis=(1,))
-            m_new = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=m_new, data1=m, data2=tile_max, op=nl.maximum)
-            neg_m = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=neg_m, data=m_new, op0=nl.multiply, operand0=-1.0)
-            e = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
-            tile_sum = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=e, op=nl.exp, data=x, bias=neg_m, reduce_op=nl.add,
-                            reduce_res=tile_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-            alpha = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=alpha, op=nl.exp, data=m, bias=neg_m)
-            nisa.scalar_tensor_tensor(dst=s, data=s, op0=nl.multiply, operand0=alpha,
-                                      op1=nl.add, operand1=tile_sum)
+            m_new, _, _ = online_softmax_step(x, m, s)
             m = m_new
             # the target's logit: column ids == target selects it (no gather on the engines)
             ids = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
@@ -88,11 +75,7 @@ def chunk_stats_kernel(logits, target, offset):
             found = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.tensor_reduce(dst=found, op=nl.add, data=masked, axis=(1,))
             nisa.tensor_tensor(dst=pick, data1=pick, data2=found, op=nl.add)
-        log_s = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=log_s, op=nl.log, data=s)
-        res = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=res, data1=log_s, data2=m, op=nl.add)
-        nl.store(lse[r0:r0 + n, :], res)
+        nl.store(lse[r0:r0 + n, :], log_sum_exp(m, s))
         nl.store(picked[r0:r0 + n, :], pick)
     return lse, picked
 
