@@ -10,7 +10,7 @@ import torch
 
 from .. import _C
 from ..runtime import device_state
-from . import ipc, memory, monitoring, nvtx, properties, random, streams
+from . import amp, ipc, legacy_types, memory, monitoring, nvtx, properties, random, streams
 from ._index import _device_index, _device_t
 from .memory import *  # noqa: F403
 from .monitoring import *  # noqa: F403
@@ -24,13 +24,16 @@ from .streams import *  # noqa: F403
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
            "set_device", "synchronize", "device", "device_of",
            *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
-           *streams.__all__]
+           *streams.__all__, *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES]
+
+# torch.neuron.FloatTensor, torch.neuron.FloatStorage, ... as torch.cuda has them.
+globals().update(legacy_types.build())
 
 
 def _alias_submodules(package_name: str) -> None:
     """Make `import torch.neuron.memory` (like `import torch.cuda.memory`) find these modules;
     without the alias, Python would load a second copy of the file under the new name."""
-    for submodule in (memory, monitoring, nvtx, properties, random, streams):
+    for submodule in (amp, memory, monitoring, nvtx, properties, random, streams):
         sys.modules[f"{package_name}.{submodule.__name__.rsplit('.', 1)[1]}"] = submodule
 
 

@@ -652,13 +652,14 @@ ENTRIES: tuple[Internal, ...] = (
                       "torch._C._get_privateuse1_backend_name()"),
              contains("torch.storage", "TypedStorage._get_legacy_storage_class",
                       "getattr(module, storage_name)")),
-        covers=("torch.storage._warn_typed_storage_removal", "torch._utils.classproperty")),
+        covers=("torch.storage._warn_typed_storage_removal", "torch._utils.classproperty",
+                "torch.storage._LegacyStorage._dtype")),
     Internal(
         "Tensor.type(cls) reads the class's C-level type name", "relied on",
         ("torchneuron/device/legacy_types.py",),
         "Tensor.type(torch.neuron.FloatTensor) parses the type object's tp_name, which for a "
         "Python class is its __name__: the classes carry the dotted name",
-        _legacy_type_names_parse),
+        _legacy_type_names_parse, covers=("Tensor.type(cls)",)),
 
     # ---- ops
     Internal(

@@ -87,6 +87,9 @@ std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& 
   if (self_number != is_python_number(other)) {
     at::Tensor& number = self_number ? ops.self : ops.other;
     ops.dtype = (self_number ? other : self).scalar_type();
+    // The conversion below covers AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND(kBool)'s dtypes;
+    // complex32 (experimental in PyTorch) takes the fallback.
+    if (ops.dtype == c10::kComplexHalf) return std::nullopt;
     if (number.scalar_type() != ops.dtype) {
       if (promotion_category(number.scalar_type()) > promotion_category(ops.dtype) ||
           c10::isReducedFloatingType(ops.dtype)) {
