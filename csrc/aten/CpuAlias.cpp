@@ -1,6 +1,7 @@
 #include "aten/CpuAlias.h"
 
 #include "aten/HostAccess.h"
+#include "aten/SparseMembers.h"
 #include "device/NeuronAllocator.h"
 #include "runtime/NeuronRuntime.h"
 
@@ -74,6 +75,15 @@ at::Tensor cpu_alias_keeping_storage(const at::Tensor& neuron) {
 
 at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
   if (!neuron.defined()) return neuron;
+  if (is_sparse_layout(neuron)) {
+    for (const auto& p : sparse_) {
+      if (p.neuron.unsafeGetTensorImpl() == neuron.unsafeGetTensorImpl()) return p.cpu;
+    }
+    at::Tensor cpu = rebuild_sparse(neuron, c10::Device(c10::kCPU),
+                                    [this](const at::Tensor& m) { return to_cpu(m); });
+    sparse_.push_back({neuron, cpu});
+    return cpu;
+  }
   TORCH_CHECK(
       neuron.layout() == c10::kStrided && neuron.has_storage(), "neuron supports strided tensors "
       "only, got a tensor with layout ", neuron.layout());
@@ -131,6 +141,15 @@ at::Tensor AliasSession::to_neuron(const at::Tensor& cpu) {
   for (const auto& p : tensors_) {
     if (p.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return p.neuron;
   }
+  if (is_sparse_layout(cpu)) {
+    for (const auto& p : sparse_) {
+      if (p.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return p.neuron;
+    }
+    at::Tensor neuron = rebuild_sparse(cpu, neuron_device(device_),
+                                       [this](const at::Tensor& m) { return to_neuron(m); });
+    sparse_.push_back({neuron, cpu});
+    return neuron;
+  }
   TORCH_CHECK(
       cpu.layout() == c10::kStrided && cpu.has_storage(), "neuron supports strided tensors "
       "only; the CPU kernel returned layout ", cpu.layout());
@@ -181,6 +200,12 @@ void AliasSession::sync_back() {
     // (linalg_lu_solve with left=False sets the out tensor's conj bit on the CPU).
     if (t.cpu.is_conj() != t.neuron.is_conj()) t.neuron._set_conj(t.cpu.is_conj());
     if (t.cpu.is_neg() != t.neuron.is_neg()) t.neuron._set_neg(t.cpu.is_neg());
+  }
+  // In-place sparse kernels (add_, coalescing, resizes) give the CPU sparse tensor new members
+  // or metadata. Indexed, not iterated: adopting a new member may add pairs.
+  for (std::size_t i = 0; i < sparse_.size(); ++i) {
+    const TensorPair p = sparse_[i];
+    assign_sparse(p.neuron, p.cpu, [this](const at::Tensor& m) { return to_neuron(m); });
   }
 }
 

@@ -22,7 +22,8 @@ class AliasSession {
   AliasSession(const AliasSession&) = delete;
   AliasSession& operator=(const AliasSession&) = delete;
 
-  // The CPU alias of a neuron tensor (undefined stays undefined).
+  // The CPU alias of a neuron tensor (undefined stays undefined); a sparse tensor's alias is a
+  // CPU sparse tensor over the aliases of its members (SparseMembers.h).
   at::Tensor to_cpu(const at::Tensor& neuron);
   // The neuron tensor for a CPU kernel's result.
   at::Tensor to_neuron(const at::Tensor& cpu);
@@ -50,6 +51,7 @@ class AliasSession {
   KernelScope scope_;
   c10::SmallVector<StoragePair, 4> storages_;
   c10::SmallVector<TensorPair, 4> tensors_;
+  c10::SmallVector<TensorPair, 1> sparse_;  // sparse tensors, rebuilt over aliased members
 };
 
 // A neuron tensor over `storage` with the dtype, sizes, strides, offset and conj/neg bits of

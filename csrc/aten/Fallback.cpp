@@ -7,6 +7,7 @@
 #include "aten/Float64Gate.h"
 #include "aten/IValueTensors.h"
 #include "aten/QuantizedRefusal.h"
+#include "aten/SparseMembers.h"
 #include "device/CurrentDevice.h"
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
@@ -14,6 +15,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -117,7 +119,7 @@ c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session) {
 
 }  // namespace
 
-void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
+void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                      torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
@@ -170,15 +172,18 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet /*ks*/,
     }
   }
 
+  // Sparse neuron tensors run the CPU's sparse kernels (SparseNeuron -> SparseCPU, ...).
+  const c10::DispatchKey cpu_key = cpu_counterpart(ks.highestPriorityTypeId());
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   } catch (const c10::NotImplementedError& e) {
     // "Could not run ... with arguments from the 'CPU' backend" means there is no CPU kernel
     // to run on neuron memory; other NotImplementedErrors (a dtype a kernel lacks) pass as is.
     if (std::string_view(e.what_without_backtrace()).rfind("Could not run", 0) != 0) throw;
     TORCH_CHECK_NOT_IMPLEMENTED(false, "The operator '", op.operator_name(),
-                                "' is not implemented for the neuron device (PyTorch has no "
-                                "CPU kernel for it to run on neuron memory).");
+                                "' is not implemented for the neuron device (PyTorch has no ",
+                                c10::toString(cpu_key), " kernel for it to run on neuron "
+                                "memory).");
   }
   if (bridge) {
     // The generator's offset moves past this op's random values: one per output element.
@@ -215,29 +220,46 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // LayerNorm is enough to flip bfloat16 roundings downstream) and runs slower. The same holds
 // for the functional form of every structured op (add.Tensor, mul.Tensor, ...): its
 // CompositeExplicitAutogradNonFunctional kernel allocates the output with a dispatched
-// empty_strided and then runs the out= op, twice the dispatch work of the CPU kernel. Registering the
-// fallback as their neuron kernel runs the CPU kernel, as for every other op. The set is found
-// in the dispatcher (it changes with the PyTorch version); called once, at import, after every
-// static registration; returns the ops it routed.
+// empty_strided and then runs the out= op, twice the dispatch work of the CPU kernel. For sparse
+// tensors that composite is wrong, not only slow: it allocates the output in the layout of the
+// first operand (a CSR result for CSR @ dense), where the sparse CPU kernel returns a dense one.
+// Registering the fallback as their neuron kernel runs the CPU kernel, as for every other op;
+// the sparse keys get it where the CPU has a sparse kernel. The set is found in the dispatcher
+// (it changes with the PyTorch version); called once, at import, after every static
+// registration; returns the ops it routed (sparse ones prefixed with their neuron key).
 std::vector<std::string> route_to_cpu_kernels() {
-  static torch::Library lib(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                            __FILE__, __LINE__);
+  struct Route {
+    c10::DispatchKey cpu;
+    c10::DispatchKey neuron;
+    const char* prefix;
+  };
+  static constexpr Route kRoutes[] = {
+      {c10::DispatchKey::CPU, c10::DispatchKey::PrivateUse1, ""},
+      {c10::DispatchKey::SparseCPU, c10::DispatchKey::SparsePrivateUse1, "SparsePrivateUse1:"},
+      {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1,
+       "SparseCsrPrivateUse1:"}};
   std::vector<std::string> routed;
   auto& dispatcher = c10::Dispatcher::singleton();
-  for (const auto& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto op = dispatcher.findOp(name);
-    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-          op->hasKernelForDispatchKey(
-              c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
-      continue;
+  static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live on
+  for (const Route& route : kRoutes) {
+    libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                                         route.neuron, __FILE__, __LINE__));
+    torch::Library& lib = *libraries.back();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = dispatcher.findOp(name);
+      if (!op || !op->hasKernelForDispatchKey(route.cpu) ||
+          !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+            op->hasKernelForDispatchKey(
+                c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) ||
+          op->hasKernelForDispatchKey(route.neuron)) {
+        continue;
+      }
+      std::string short_name = name.name.substr(6);
+      if (!name.overload_name.empty()) short_name += "." + name.overload_name;
+      lib.impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
+      routed.push_back(route.prefix + std::move(short_name));
     }
-    std::string short_name = name.name.substr(6);
-    if (!name.overload_name.empty()) short_name += "." + name.overload_name;
-    lib.impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
-    routed.push_back(std::move(short_name));
   }
   return routed;
 }

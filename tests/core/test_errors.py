@@ -101,6 +101,10 @@ def test_float64_policy_allow():
             pass
 
 
-def test_non_strided_layouts_are_rejected():
-    with pytest.raises(RuntimeError, match="neuron"):
-        torch.empty(2, 2, device="neuron", layout=torch.sparse_coo)
+def test_layouts_cuda_lacks_are_rejected():
+    # Sparse layouts live on neuron as on CUDA (tests/ops/test_sparse.py); these do not.
+    with pytest.raises(NotImplementedError, match="mkldnn layout: neuron"):
+        torch.empty(2, 2, device="neuron", layout=torch._mkldnn)
+    with pytest.raises(RuntimeError, match="neuron supports strided tensors only, got layout "
+                                           "Jagged"):
+        torch.empty(2, 2, device="neuron", layout=torch.jagged)

@@ -302,6 +302,69 @@ def _cpp(name: str, used_in: tuple[str, ...], why: str, *checks: Callable[[], No
                     covers=covers, symbols=symbols)
 
 
+# (op, dispatch key family, at::native kernel) that csrc/aten/native/Sparse.cpp registers for
+# neuron's sparse keys: each must be the very function the CPU and CUDA keys of that family use.
+_SPARSE_SHARED_KERNELS = (
+    ("_sparse_coo_tensor_with_dims", "Sparse", "new_with_dims_sparse"),
+    ("_sparse_coo_tensor_with_dims_and_tensors", "Sparse", "new_with_dims_and_tensor_sparse_symint"),
+    ("empty.memory_format", "Sparse", "empty_sparse"),
+    ("empty_like", "Sparse", "empty_like_sparse_coo"),
+    ("sparse_dim", "Sparse", "sparse_dim_sparse"),
+    ("_dimI", "Sparse", "sparse_dim_sparse"),
+    ("dense_dim", "Sparse", "dense_dim_sparse"),
+    ("_dimV", "Sparse", "dense_dim_sparse"),
+    ("_nnz", "Sparse", "_nnz_sparse"),
+    ("is_coalesced", "Sparse", "is_coalesced_sparse"),
+    ("_coalesced_", "Sparse", "_coalesced_sparse_"),
+    ("_indices", "Sparse", "_indices_sparse"),
+    ("_values", "Sparse", "_values_sparse"),
+    ("indices", "Sparse", "indices_sparse"),
+    ("values", "Sparse", "values_sparse"),
+    ("sparse_resize_", "Sparse", "sparse_resize_"),
+    ("sparse_resize_and_clear_", "Sparse", "sparse_resize_and_clear_"),
+    ("copy_", "Sparse", "copy_sparse_wrapper_"),
+    ("copy_sparse_to_sparse_", "Sparse", "copy_sparse_"),
+    ("empty.memory_format", "SparseCsr", "empty_sparse_compressed"),
+    ("empty_like", "SparseCsr", "empty_like_sparse_csr"),
+    ("sparse_dim", "SparseCsr", "sparse_dim_sparse_csr"),
+    ("dense_dim", "SparseCsr", "dense_dim_sparse_csr"),
+    ("_nnz", "SparseCsr", "_nnz_sparse_csr"),
+    ("values", "SparseCsr", "values_sparse_csr"),
+    ("crow_indices", "SparseCsr", "crow_indices_sparse_csr"),
+    ("col_indices", "SparseCsr", "col_indices_sparse_csr"),
+    ("ccol_indices", "SparseCsr", "ccol_indices_sparse_csr"),
+    ("row_indices", "SparseCsr", "row_indices_sparse_csr"),
+    ("copy_", "SparseCsr", "copy_sparse_compressed_"),
+)
+
+
+@functools.cache
+def _native_dispatch() -> dict[str, dict[str, str]]:
+    """native_functions.yaml (as torchgen ships it for this torch): op name -> key -> kernel."""
+    import yaml  # torchgen's own dependency
+
+    path = Path(importlib.import_module("torchgen").__file__).parent / "packaged" / "ATen" / \
+        "native" / "native_functions.yaml"
+    table: dict[str, dict[str, str]] = {}
+    for entry in yaml.load(path.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader):
+        name = entry["func"].split("(")[0]
+        for keys, kernel in (entry.get("dispatch") or {}).items():
+            for key in keys.split(","):
+                table.setdefault(name, {})[key.strip()] = kernel
+    return table
+
+
+def _sparse_kernels_shared_with_cuda(kernels) -> Callable[[], None]:
+    def check() -> None:
+        table = _native_dispatch()
+        wrong = [f"{op} ({family}): {kernel}" for op, family, kernel in kernels
+                 if table.get(op, {}).get(f"{family}CPU") != kernel
+                 or table.get(op, {}).get(f"{family}CUDA") != kernel]
+        if wrong:
+            raise Mismatch(f"no longer the kernel SparseCPU and SparseCUDA share: {wrong}")
+    return check
+
+
 # --------------------------------------------------------------------------- behaviour checks
 
 
@@ -1072,6 +1135,57 @@ ENTRIES: tuple[Internal, ...] = (
          "empty/empty_strided on neuron fill new memory as the CPU's do under "
          "torch.use_deterministic_algorithms(True) (an inline helper in a native header)",
          header("ATen/native/TensorFactories.h", "inline Tensor& fill_empty_deterministic_(")),
+    _cpp("at::native sparse kernels SparseCPU and SparseCUDA share", ("Sparse.cpp",),
+         "sparse neuron tensors register PyTorch's device-generic sparse constructors and "
+         "accessors (the functions the CPU and CUDA sparse keys both dispatch to), so that "
+         "they build neuron tensors and return views of the neuron members",
+         _sparse_kernels_shared_with_cuda(_SPARSE_SHARED_KERNELS),
+         symbols=(
+             "_ZN2at6native11_nnz_sparseERKNS_6TensorE",
+             "_ZN2at6native12copy_sparse_ERNS_6TensorERKS1_b",
+             "_ZN2at6native12empty_sparseEN3c108ArrayRefIlEESt8optionalINS1_10ScalarTypeEES4_IN"
+             "S1_6LayoutEES4_INS1_6DeviceEES4_IbES4_INS1_12MemoryFormatEE",
+             "_ZN2at6native13values_sparseERKNS_6TensorE",
+             "_ZN2at6native14_values_sparseERKNS_6TensorE",
+             "_ZN2at6native14indices_sparseERKNS_6TensorE",
+             "_ZN2at6native14sparse_resize_ERKNS_6TensorEN3c108ArrayRefIlEEll",
+             "_ZN2at6native15_indices_sparseERKNS_6TensorE",
+             "_ZN2at6native15_nnz_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native16dense_dim_sparseERKNS_6TensorE",
+             "_ZN2at6native17sparse_dim_sparseERKNS_6TensorE",
+             "_ZN2at6native17values_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native18_coalesced_sparse_ERNS_6TensorEb",
+             "_ZN2at6native19is_coalesced_sparseERKNS_6TensorE",
+             "_ZN2at6native20copy_sparse_wrapper_ERNS_6TensorERKS1_b",
+             "_ZN2at6native20dense_dim_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native20new_with_dims_sparseEllN3c108ArrayRefIlEESt8optionalINS1_10ScalarT"
+             "ypeEES4_INS1_6LayoutEES4_INS1_6DeviceEES4_IbE",
+             "_ZN2at6native21empty_like_sparse_cooERKNS_6TensorESt8optionalIN3c1010ScalarTypeEE"
+             "S4_INS5_6LayoutEES4_INS5_6DeviceEES4_IbES4_INS5_12MemoryFormatEE",
+             "_ZN2at6native21empty_like_sparse_csrERKNS_6TensorESt8optionalIN3c1010ScalarTypeEE"
+             "S4_INS5_6LayoutEES4_INS5_6DeviceEES4_IbES4_INS5_12MemoryFormatEE",
+             "_ZN2at6native21sparse_dim_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native22col_indices_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native22row_indices_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native23ccol_indices_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native23copy_sparse_compressed_ERNS_6TensorERKS1_b",
+             "_ZN2at6native23crow_indices_sparse_csrERKNS_6TensorE",
+             "_ZN2at6native23empty_sparse_compressedEN3c108ArrayRefIlEESt8optionalINS1_10Scalar"
+             "TypeEES4_INS1_6LayoutEES4_INS1_6DeviceEES4_IbES4_INS1_12MemoryFormatEE",
+             "_ZN2at6native24sparse_resize_and_clear_ERKNS_6TensorEN3c108ArrayRefIlEEll",
+             "_ZN2at6native38new_with_dims_and_tensor_sparse_symintEllN3c108ArrayRefINS1_6SymIn"
+             "tEEERKNS_6TensorES7_St8optionalINS1_10ScalarTypeEES8_INS1_6LayoutEES8_INS1_6Devic"
+             "eEES8_IbESF_"),
+         covers=tuple(f"at::native::{kernel}" for _, _, kernel in _SPARSE_SHARED_KERNELS)),
+    _cpp("SparseTensorImpl / SparseCsrTensorImpl built and re-pointed by hand",
+         ("SparseMembers.cpp",),
+         "a sparse tensor crosses between neuron and its CPU alias by rebuilding its TensorImpl "
+         "over mapped members, and in-place sparse kernels' new members are set back the same way",
+         header("ATen/SparseTensorImpl.h", "void raw_resize_(", "void set_indices_and_values_unsafe(",
+                "void set_coalesced(", "explicit SparseTensorImpl("),
+         header("ATen/SparseCsrTensorImpl.h", "void set_member_tensors(", "void set_layout(",
+                "explicit SparseCsrTensorImpl("),
+         covers=("at::detail::make_tensor",)),
     _cpp("at::native::_fused_sdp_choice_stub (REGISTER_PRIVATEUSE1_DISPATCH)",
          ("Attention.cpp",),
          "SDPA asks this stub which fused kernel to use; neuron answers what the CPU answers",
