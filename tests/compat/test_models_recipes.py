@@ -184,3 +184,13 @@ def test_codecs_get_audio_with_the_configs_channel_count():
     gen = torch.Generator().manual_seed(0)
     assert main_input(Codec(stereo), gen)["input_values"].shape == (2, 2, 4000)
     assert main_input(Codec(plain), gen)["input_values"].shape == (2, 4000)  # wav2vec2-style
+
+
+def test_the_cpu_probe_leaves_the_model_as_built():
+    # Mimi's codebook caches a derived tensor in a plain attribute at its first forward, which
+    # .to("neuron") does not move: the probe that picks the recipe runs on a copy, so the model
+    # the stages copy to neuron has not run yet, as one loaded from a checkpoint.
+    model, _, _, _ = build_tiny(by_type("mimi"))
+    assert all(m._embed is None for m in model.modules() if hasattr(m, "_embed"))
+    rec = check(by_type("mimi"))
+    assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]

@@ -121,3 +121,17 @@ def test_dropout_of_another_shape_than_the_cpus_noise_is_a_mismatch():
                                        r"of \(4,\)"):
         with draws.replaying():
             F.dropout(torch.ones(5, device="neuron"), p=0.5)
+
+
+def test_attention_without_dropout_is_not_a_draw():
+    # The CPU's flash-attention kernel is tagged as seeded (for its dropout); neuron runs another
+    # kernel. At dropout_p == 0 neither draws, so a training step records nothing.
+    q = torch.randn(1, 2, 4, 8, requires_grad=True)
+    draws = RandomDraws()
+    with draws.recording():
+        F.scaled_dot_product_attention(q, q, q).sum().backward()
+    assert len(draws) == 0
+    with draws.recording():
+        torch.nn.functional.dropout(q, p=0.1)  # a draw among the attention kernels is kept
+        torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, q, q, dropout_p=0.0)
+    assert [name for name, _ in draws.draws] == ["aten.bernoulli_.float"]

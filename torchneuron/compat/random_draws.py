@@ -26,7 +26,23 @@ from .judge import Mismatch
 _SEEDED = torch.Tag.nondeterministic_seeded
 
 
-def _draws_from_default_generator(args, kwargs) -> bool:
+def _argument(func, args, kwargs, name: str):
+    """The value of argument `name` of this call (its schema default where not passed)."""
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name == name:
+            if name in kwargs:
+                return kwargs[name]
+            return args[i] if i < len(args) and not arg.kwarg_only else arg.default_value
+    return None
+
+
+def _is_draw(func, args, kwargs) -> bool:
+    """A seeded op that draws from a default generator. Attention kernels are seeded for their
+    dropout; at dropout_p == 0 they draw nothing (and which kernel runs differs by device)."""
+    if _SEEDED not in func.tags:
+        return False
+    if _argument(func, args, kwargs, "dropout_p") == 0:
+        return False
     explicit = kwargs.get("generator")
     return explicit is None and not any(isinstance(a, torch.Generator) for a in args)
 
@@ -61,7 +77,7 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if _SEEDED in func.tags and _draws_from_default_generator(args, kwargs):
+        if _is_draw(func, args, kwargs):
             # In-place draws (uniform_, bernoulli_) return their input, which later ops change.
             self.draws.append((str(func), [t.detach().clone() for t in _tensor_outputs(out)]))
         return out
@@ -76,7 +92,7 @@ class _Replayer(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if not (_SEEDED in func.tags and _draws_from_default_generator(args, kwargs)):
+        if not _is_draw(func, args, kwargs):
             return out
         if self.position >= len(self.draws):
             raise Mismatch(f"random draws: neuron drew {func} after the CPU's "

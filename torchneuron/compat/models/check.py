@@ -207,7 +207,9 @@ def build_tiny(arch: Architecture):
         except Exception:  # noqa: BLE001 - the next profile may build
             continue
         for every_modality in (False, True):
-            if _runs_on_cpu(model, arch, every_modality):
+            # The probe runs a copy: a model that caches derived tensors in plain attributes at
+            # its first forward (Mimi's codebook) would keep them on the CPU through .to().
+            if _runs_on_cpu(copy.deepcopy(model), arch, every_modality):
                 return model, n, profile, every_modality
         fallback = fallback or (model, n, profile, False)
     if fallback is not None:
