@@ -29,7 +29,7 @@ from .matmul import matmul_kernel
 from .mode import simulating
 from .online_softmax import NEG_LARGE, log_sum_exp, online_softmax_step
 
-CHUNK = 4096  # vocabulary columns per chunk: the largest (rows, chunk) block ever held
+CHUNK = 16384  # vocabulary columns per chunk: the largest (rows, chunk) block ever held
 SUB_CHUNK = 512  # columns per SBUF tile inside a chunk kernel
 
 
@@ -123,18 +123,28 @@ def _chunk_logits(x, weight, c0, c1):
 def _chunk_stats(logits, target_f, c0):
     if simulating():
         return chunk_stats_kernel(logits.contiguous(), target_f, c0)
-    lse = torch.logsumexp(logits.float(), dim=-1, keepdim=True)
+    # log_softmax is one fused CPU kernel on the device, where logsumexp decomposes into five
+    # passes: lse = x_0 - log_softmax(x)_0
+    x = logits.float()
+    lse = x[:, :1] - torch.log_softmax(x, dim=-1)[:, :1]
     inside = (target_f >= c0) & (target_f < c0 + logits.shape[1])
     index = (target_f - c0).clamp(0, logits.shape[1] - 1).long()
     return lse, torch.where(inside, logits.gather(1, index).float(), 0.0)
 
 
-def _chunk_grad(logits, lse, target_f, row_grad, c0):
+def _chunk_grad(logits, lse, target_f, row_grad, c0, vocab):
     if simulating():
         return chunk_grad_kernel(logits.contiguous(), lse, target_f, row_grad, c0)
-    cols = torch.arange(c0, c0 + logits.shape[1], device=logits.device, dtype=torch.float32)
-    onehot = (cols == target_f).float()
-    return ((torch.exp(logits.float() - lse) - onehot) * row_grad).to(logits.dtype)
+    # softmax * row_grad, then -row_grad at each row's target where it lies in this chunk: a
+    # scatter of one value per row instead of a (rows, chunk) one-hot
+    x = logits.float()
+    whole = c0 == 0 and x.shape[1] == vocab  # one chunk: the fused softmax kernel is exact
+    grad = (torch.softmax(x, dim=-1) if whole else (x - lse).exp_()).mul_(row_grad)
+    cols = logits.shape[1]
+    inside = (target_f >= c0) & (target_f < c0 + cols)
+    index = (target_f - c0).clamp(0, cols - 1).long()
+    grad.scatter_add_(1, index, torch.where(inside, -row_grad, 0.0))
+    return grad.to(logits.dtype)
 
 
 def _vocab(x, weight):
@@ -194,15 +204,15 @@ def cross_entropy_backward_op(grad: torch.Tensor, x: torch.Tensor, target: torch
     row_grad = _row_weights(target, ignore_index, reduction) * (
         grad.reshape(-1, 1) if reduction == "none" else grad)
     vocab = _vocab(x, w)
-    chunks = []
-    dx = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if w is not None else None
+    dx = torch.zeros(x.shape, dtype=torch.float32, device=x.device) if w is not None else \
+        torch.empty_like(x)
     dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device)
     for c0 in range(0, vocab, CHUNK):
         c1 = min(vocab, c0 + CHUNK)
         d_logits = _chunk_grad(_chunk_logits(x, w, c0, c1), lse, target_f,
-                               row_grad.float().contiguous(), c0)
+                               row_grad.float().contiguous(), c0, vocab)
         if w is None:
-            chunks.append(d_logits)
+            dx[:, c0:c1] = d_logits
         elif simulating():
             dx += matmul_kernel(d_logits, w[c0:c1].contiguous(), out_dtype=torch.float32)
             dw[c0:c1] = matmul_kernel(d_logits, x.contiguous(), a_transposed=True,
@@ -210,8 +220,6 @@ def cross_entropy_backward_op(grad: torch.Tensor, x: torch.Tensor, target: torch
         else:
             dx += (d_logits @ w[c0:c1]).float()
             dw[c0:c1] = (d_logits.t() @ x).float()
-    if w is None:
-        return torch.cat(chunks, dim=1), dw
     return dx.to(x.dtype), dw.to(weight.dtype)
 
 
