@@ -8,6 +8,6 @@ SAMPLE = (
     "t5", "bart", "marian",  # encoder-decoder
     "whisper", "wav2vec2",  # speech
     "vit", "deit", "resnet", "convnext",  # vision
-    "vit_mae", "switch_transformers",  # draw in forward (random masking, router jitter)
+    "vit_mae",  # draws in forward (random masking): the CPU's draws are given to neuron
     "clip", "aya_vision",  # image-text (CLIP) and image-text-to-text (LLaVA-style)
 )
