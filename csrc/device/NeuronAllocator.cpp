@@ -195,6 +195,7 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
   const std::size_t size = round_size(nbytes);
   void* p;
   std::size_t allocated_total, reserved_total;
+  auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
   {
     // A lock guard, so that an OOM (or any other throw) leaves the allocator unlocked.
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -210,7 +211,8 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
     });
     allocated_total = dc.stats.allocated_bytes[0].current;
     reserved_total = dc.stats.reserved_bytes[0].current;
-    profiler::memory_event(profiler::MemoryAction::kAlloc, device, p, size, nbytes);
+    profiler::memory_event(profiler::MemoryAction::kAlloc, device, p, size, nbytes,
+                           std::move(frames));
   }
   const c10::Device neuron_device(c10::DeviceType::PrivateUse1, device);
   if (c10::memoryProfilingEnabled()) {
@@ -224,6 +226,7 @@ void NeuronCachingAllocator::free_block(void* ptr) {
   if (ptr == nullptr) return;
   c10::DeviceIndex device;
   std::size_t size, allocated_total, reserved_total;
+  auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_live.find(ptr);
@@ -241,7 +244,8 @@ void NeuronCachingAllocator::free_block(void* ptr) {
       dc.stats.requested_bytes[i].decrease(requested);
     });
     dc.free_blocks[size].push_back(ptr);
-    profiler::memory_event(profiler::MemoryAction::kFree, device, ptr, size, requested);
+    profiler::memory_event(profiler::MemoryAction::kFree, device, ptr, size, requested,
+                           std::move(frames));
     dc.cached_bytes += size;
     dc.cached_count++;
     allocated_total = dc.stats.allocated_bytes[0].current;

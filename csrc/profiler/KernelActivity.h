@@ -35,6 +35,7 @@ struct KernelRecord {
   std::vector<Operand> inputs;
   std::vector<Operand> outputs;
   bool annotation = false;  // a user range or mark (torch.neuron.nvtx), not a kernel
+  bool memcpy = false;  // a copy between host and device or between devices, not a kernel
 };
 
 // True while a profiler session records device activities.
@@ -54,6 +55,8 @@ class KernelActivityScope {
   KernelActivityScope& operator=(const KernelActivityScope&) = delete;
 
   bool active() const { return active_; }
+  // The activity is a copy (Kineto's GPU_MEMCPY, "Memcpy HtoD" rows in CUDA's traces).
+  void mark_memcpy() { record_.memcpy = true; }
   // Operands, read only while recording (call them under `if (scope.active())`).
   void inputs(const c10::IValue* first, std::size_t count);
   void inputs(std::initializer_list<const at::Tensor*> tensors);

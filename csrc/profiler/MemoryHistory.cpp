@@ -7,6 +7,7 @@
 namespace torchneuron::profiler {
 
 std::atomic<bool> g_memory_history{false};
+std::atomic<bool> g_memory_stacks{false};
 
 namespace {
 
@@ -24,19 +25,33 @@ int64_t now_us() {
 }  // namespace
 
 void record_memory_event(MemoryAction action, int device, const void* address, std::size_t size,
-                         std::size_t requested) {
+                         std::size_t requested,
+                         std::shared_ptr<torch::CapturedTraceback> frames) {
+  std::shared_ptr<torch::CapturedTraceback> dropped;  // released outside the lock
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_memory_history.load(std::memory_order_relaxed)) return;
   g_events.push_back({action, device, reinterpret_cast<std::uintptr_t>(address), size,
-                      requested, now_us()});
-  while (g_events.size() > g_max_entries) g_events.pop_front();
+                      requested, now_us(), std::move(frames)});
+  while (g_events.size() > g_max_entries) {
+    dropped = std::move(g_events.front().frames);
+    g_events.pop_front();
+  }
 }
 
-void set_memory_history(bool enabled, std::size_t max_entries) {
+std::shared_ptr<torch::CapturedTraceback> gather_memory_frames() {
+  if (!g_memory_history.load(std::memory_order_relaxed) ||
+      !g_memory_stacks.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
+}
+
+void set_memory_history(bool enabled, std::size_t max_entries, bool stacks) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_max_entries = max_entries;
   if (!enabled) g_events.clear();
   while (g_events.size() > g_max_entries) g_events.pop_front();
+  g_memory_stacks.store(enabled && stacks);
   g_memory_history.store(enabled);
 }
 

@@ -3,8 +3,14 @@
 // ring of `max_entries`. The allocator calls memory_event() at each; off, it costs one relaxed
 // atomic load. An out-of-memory also calls the hook torch.neuron.memory installs for
 // NEURON_OOM_SNAPSHOT, which writes a snapshot and returns where (for the error message).
+// With stacks on (the default of _record_memory_history, as CUDA's), each allocation and free
+// carries the Python stack that made it, gathered by PyTorch's CapturedTraceback (the same
+// frames CUDA's snapshots hold), so memory_viz shows where memory was allocated.
 #pragma once
 
+#include <torch/csrc/profiler/combined_traceback.h>
+
+#include <memory>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -23,20 +29,28 @@ struct MemoryEvent {
   std::size_t size;
   std::size_t requested;
   int64_t time_us;
+  std::shared_ptr<torch::CapturedTraceback> frames;  // null without stacks
 };
 
 extern std::atomic<bool> g_memory_history;
 
 void record_memory_event(MemoryAction action, int device, const void* address, std::size_t size,
-                         std::size_t requested);
+                         std::size_t requested,
+                         std::shared_ptr<torch::CapturedTraceback> frames);
 inline void memory_event(MemoryAction action, int device, const void* address, std::size_t size,
-                         std::size_t requested = 0) {
+                         std::size_t requested = 0,
+                         std::shared_ptr<torch::CapturedTraceback> frames = nullptr) {
   if (g_memory_history.load(std::memory_order_relaxed)) {
-    record_memory_event(action, device, address, size, requested);
+    record_memory_event(action, device, address, size, requested, std::move(frames));
   }
 }
 
-void set_memory_history(bool enabled, std::size_t max_entries);
+// The calling thread's Python stack, or null when recording or stacks are off. The allocator
+// calls it before taking its lock: gathering may wait for the GIL, and a thread holding the GIL
+// may be waiting for the allocator.
+std::shared_ptr<torch::CapturedTraceback> gather_memory_frames();
+
+void set_memory_history(bool enabled, std::size_t max_entries, bool stacks = false);
 std::vector<MemoryEvent> memory_history();
 
 // Called with the device on an out-of-memory (allocator lock held: the hook must not allocate

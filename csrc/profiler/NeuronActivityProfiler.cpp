@@ -30,6 +30,7 @@ using libkineto::ActivityType;
 
 const std::set<ActivityType>& kActivities() {
   static const std::set<ActivityType> types{ActivityType::CONCURRENT_KERNEL,
+                                            ActivityType::GPU_MEMCPY,
                                             ActivityType::GPU_USER_ANNOTATION};
   return types;
 }
@@ -95,8 +96,9 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
     buffer_->span = libkineto::TraceSpan(0, 0, "neuron");
     buffer_->gpuOpCount = 0;
     for (const KernelRecord& r : take_records()) {
-      const ActivityType type =
-          r.annotation ? ActivityType::GPU_USER_ANNOTATION : ActivityType::CONCURRENT_KERNEL;
+      const ActivityType type = r.annotation ? ActivityType::GPU_USER_ANNOTATION
+                                : r.memcpy   ? ActivityType::GPU_MEMCPY
+                                             : ActivityType::CONCURRENT_KERNEL;
       if (!types_.count(type)) continue;
       auto activity = std::make_unique<libkineto::GenericTraceActivity>(buffer_->span, type, r.name);
       activity->startTime = r.start_ns + offset_ns_;

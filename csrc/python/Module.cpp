@@ -19,8 +19,17 @@
 #include "runtime/NeuronRuntime.h"
 
 #include <torch/csrc/Exceptions.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
+
+// Declared in torch/csrc/profiler/python/combined_traceback.h, which includes nlohmann/json,
+// a header torch's wheel does not ship; libtorch_python exports it.
+// internal: see runtime/torch_internals.py "torch::py_symbolize"
+namespace torch {
+TORCH_PYTHON_API std::vector<pybind11::object> py_symbolize(
+    std::vector<CapturedTraceback*>& to_symbolize);
+}  // namespace torch
 
 namespace {
 
@@ -73,6 +82,7 @@ py::list profiler_records() {
     d["end_ns"] = r.end_ns;
     d["correlation"] = r.correlation;
     d["annotation"] = r.annotation;
+    d["memcpy"] = r.memcpy;
     d["inputs"] = operands(r.inputs);
     d["outputs"] = operands(r.outputs);
     out.append(d);
@@ -80,12 +90,23 @@ py::list profiler_records() {
   return out;
 }
 
+// (action, device, address, size, requested, time_us, frames): frames as CUDA's snapshots hold
+// them, [{"filename", "line", "name"}, ...] innermost first, empty without stacks.
 py::list memory_history() {
   static const char* kActions[] = {"alloc", "free", "segment_alloc", "segment_free", "oom"};
+  const std::vector<tn::profiler::MemoryEvent> events = tn::profiler::memory_history();
+  std::vector<torch::CapturedTraceback*> stacks;
+  for (const auto& e : events) {
+    if (e.frames) stacks.push_back(e.frames.get());
+  }
+  // internal: see runtime/torch_internals.py "torch::py_symbolize"
+  const std::vector<py::object> symbolized = torch::py_symbolize(stacks);
   py::list out;
-  for (const auto& e : tn::profiler::memory_history()) {
+  std::size_t next = 0;
+  for (const auto& e : events) {
+    py::object frames = e.frames ? symbolized[next++] : py::list();
     out.append(py::make_tuple(kActions[static_cast<int>(e.action)], e.device, e.address, e.size,
-                              e.requested, e.time_us));
+                              e.requested, e.time_us, frames));
   }
   return out;
 }
@@ -183,7 +204,8 @@ PYBIND11_MODULE(_C, m) {
     r.outputs = operands_of(outputs);
     tn::profiler::record_activity(std::move(r));
   });
-  m.def("_set_memory_history", &tn::profiler::set_memory_history);
+  m.def("_set_memory_history", &tn::profiler::set_memory_history, py::arg("enabled"),
+        py::arg("max_entries"), py::arg("stacks") = false);
   m.def("_memory_history", &memory_history);
   m.def("_set_oom_hook", [](py::object fn) {
     if (g_oom_hook == nullptr) g_oom_hook = new py::object();  // lives as long as _C

@@ -156,3 +156,35 @@ def test_collectives_are_device_activities(python):
         "print('ok')\n")
     out = python(code)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+def test_host_device_copies_are_memcpy_activities(tmp_path):
+    # Copies are device activities too, named and typed as CUDA's (Kineto's GPU_MEMCPY, "cat":
+    # "gpu_memcpy" in the trace), linked to the aten::copy_ that issued them.
+    x = torch.arange(12.0).view(3, 4)
+    with profile(activities=ACTIVITIES) as prof:
+        on_device = x.to("neuron")                      # HtoD
+        twin = on_device.to("neuron:1")                 # DtoD
+        back = (on_device * 2).cpu()                    # DtoH
+        strided = on_device.t().contiguous()            # a DtoD copy with a layout change
+    torch.testing.assert_close(back, x * 2)
+    torch.testing.assert_close(twin.cpu(), x)
+    torch.testing.assert_close(strided.cpu(), x.t().contiguous())
+    copies = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1
+              and e.name.startswith("Memcpy")]
+    names = [e.name for e in copies]
+    assert "Memcpy HtoD (Host -> Device)" in names
+    assert "Memcpy DtoH (Device -> Host)" in names
+    assert "Memcpy DtoD (Device -> Device)" in names
+    ops = {e.key: e for e in prof.key_averages()}
+    assert ops["aten::copy_"].device_time_total > 0
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    memcpy = [e for e in events if e.get("cat") == "gpu_memcpy"]
+    assert {e["name"] for e in memcpy} >= {"Memcpy HtoD (Host -> Device)",
+                                           "Memcpy DtoH (Device -> Host)"}
+    htod = next(e for e in memcpy if e["name"].startswith("Memcpy HtoD"))
+    assert json.loads(htod["args"]["input_shapes"]) == [[3, 4]]
+    cpu_ids = {e["args"].get("External id") for e in events if e.get("cat") == "cpu_op"}
+    assert all(e["args"]["correlation"] in cpu_ids for e in memcpy)

@@ -42,7 +42,36 @@ def test_snapshot_has_cuda_structure(history):
     actions = [(e["action"], e["addr"]) for e in snap["device_traces"][0]]
     assert ("alloc", keep) in actions
     assert ("alloc", freed) in actions and ("free_completed", freed) in actions
-    assert all(e["frames"] == [] for e in snap["device_traces"][0])
+
+
+def test_allocations_carry_their_python_frames(history):
+    b, keep, freed = allocate_and_free()
+    snap = torch.neuron.memory._snapshot()
+    alloc = next(e for e in snap["device_traces"][0] if e["action"] == "alloc"
+                 and e["addr"] == keep)
+    # The frames CUDA's snapshots hold: innermost first, this file's function among them.
+    assert {"filename", "line", "name"} <= set(alloc["frames"][0])
+    here = [f for f in alloc["frames"] if f["filename"] == __file__]
+    assert [f["name"] for f in here][:2] == ["allocate_and_free",
+                                             "test_allocations_carry_their_python_frames"]
+    freed_entry = next(e for e in snap["device_traces"][0] if e["action"] == "free_completed"
+                       and e["addr"] == freed)
+    assert any(f["name"] == "test_allocations_carry_their_python_frames"
+               for f in freed_entry["frames"])
+    # The live block carries its allocation's frames (memory_viz's segment view shows them).
+    block = next(s for s in snap["segments"] if s["address"] == keep)["blocks"][0]
+    assert block["frames"] == alloc["frames"]
+    _memory_viz.segment_plot(snap)
+
+
+def test_context_none_records_no_frames():
+    torch.neuron.memory._record_memory_history(context=None, max_entries=100)
+    try:
+        allocate_and_free()
+        entries = torch.neuron.memory._snapshot()["device_traces"][0]
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+    assert entries and all(e["frames"] == [] for e in entries)
 
 
 def test_memory_viz_renders_our_allocations(history, tmp_path):

@@ -2,8 +2,11 @@
 _dump_snapshot), so that PyTorch's torch/cuda/_memory_viz.py draws them: "segments" from the
 caching allocator's blocks, "device_traces" from the allocator's history (csrc/profiler/
 MemoryHistory.h), which records while _record_memory_history is on. The allocator does not split
-blocks, so each segment holds one block. Stack frames are not recorded (the allocator runs in
-C++ without the Python stack): every entry's "frames" is empty."""
+blocks, so each segment holds one block. With a `context` (the default), every allocation and
+free carries the Python stack that made it ("frames": filename, line, name, innermost first,
+gathered by PyTorch's CapturedTraceback as CUDA's are); C++ frames are not recorded, so
+stacks="all" gives the Python frames too. Blocks in the segments carry their allocation's
+frames."""
 
 from __future__ import annotations
 
@@ -36,15 +39,17 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
         raise ValueError(f"max_entries must be a non-negative int, got {max_entries!r}")
     if clear_history:
         _C._set_memory_history(False, 0)
-    _C._set_memory_history(enabled is not None, min(max_entries, sys.maxsize))
+    _C._set_memory_history(enabled is not None, min(max_entries, sys.maxsize),
+                           stacks=context is not None)
 
 
 def _trace_entries(history, device_count: int) -> list[list[dict[str, Any]]]:
     traces: list[list[dict[str, Any]]] = [[] for _ in range(device_count)]
-    for action, device, address, size, _requested, time_us in history:
+    for action, device, address, size, _requested, time_us, frames in history:
         while device >= len(traces):
             traces.append([])
-        entry = {"addr": address, "size": size, "stream": 0, "time_us": time_us, "frames": []}
+        entry = {"addr": address, "size": size, "stream": 0, "time_us": time_us,
+                 "frames": frames}
         if action == "free":  # the device is synchronous: the free completes when requested
             traces[device].append({**entry, "action": "free_requested"})
             traces[device].append({**entry, "action": "free_completed"})
@@ -55,7 +60,8 @@ def _trace_entries(history, device_count: int) -> list[list[dict[str, Any]]]:
     return traces
 
 
-def _segment(device: int, address: int, size: int, requested: int, allocated: bool) -> dict:
+def _segment(device: int, address: int, size: int, requested: int, allocated: bool,
+             frames: list | None = None) -> dict:
     return {"device": device, "address": address, "total_size": size,
             "allocated_size": size if allocated else 0, "active_size": size if allocated else 0,
             "requested_size": requested if allocated else 0, "stream": 0,
@@ -64,7 +70,7 @@ def _segment(device: int, address: int, size: int, requested: int, allocated: bo
             "blocks": [{"address": address, "size": size,
                         "requested_size": requested if allocated else 0,
                         "state": "active_allocated" if allocated else "inactive",
-                        "frames": []}]}
+                        "frames": (frames or []) if allocated else []}]}
 
 
 def _allocator_settings() -> dict:
@@ -77,11 +83,16 @@ def _allocator_settings() -> dict:
 def _snapshot(device: _device_t = None) -> dict[str, Any]:
     """The allocator's state (segments) and recorded history (device_traces), as
     torch.cuda.memory._snapshot() returns them."""
+    history = _C._memory_history()
+    # A live block's frames: those of the last allocation at its address.
+    allocated_at = {address: frames for action, _, address, _, _, _, frames in history
+                    if action == "alloc"}
     segments = [_segment(b["device"], b["address"], b["size"], b["requested_size"],
-                         b["allocated"]) for b in _C._memory_snapshot()]
+                         b["allocated"], allocated_at.get(b["address"]))
+                for b in _C._memory_snapshot()]
     devices = max([_C._device_count(), *(s["device"] + 1 for s in segments)])
     return {"segments": segments,
-            "device_traces": _trace_entries(_C._memory_history(), devices),
+            "device_traces": _trace_entries(history, devices),
             "allocator_settings": _allocator_settings()}
 
 
@@ -90,14 +101,14 @@ def _snapshot_from_history() -> dict[str, Any]:
     out-of-memory hook, which runs while the allocator is locked and must not ask it."""
     history = _C._memory_history()
     segments: dict[int, list] = {}
-    for action, device, address, size, requested, _ in history:
+    for action, device, address, size, requested, _, frames in history:
         if action == "segment_alloc":
-            segments[address] = [device, address, size, 0, False]
+            segments[address] = [device, address, size, 0, False, []]
         elif action == "segment_free":
             segments.pop(address, None)
         elif action in ("alloc", "free"):
-            seg = segments.setdefault(address, [device, address, size, 0, False])
-            seg[3], seg[4] = requested, action == "alloc"
+            seg = segments.setdefault(address, [device, address, size, 0, False, []])
+            seg[3], seg[4], seg[5] = requested, action == "alloc", frames
     devices = max([1, *(d + 1 for d, *_ in segments.values())])
     return {"segments": [_segment(*s) for s in segments.values()],
             "device_traces": _trace_entries(history, devices),
@@ -124,5 +135,5 @@ def apply_oom_snapshot_setting(config) -> None:
     the allocator's history from then on and writes it where the variable says on an
     out-of-memory error, whose message names the file."""
     if config.oom_snapshot:
-        _C._set_memory_history(True, _DEFAULT_MAX_ENTRIES)
+        _C._set_memory_history(True, _DEFAULT_MAX_ENTRIES, stacks=True)
         _C._set_oom_hook(_oom_snapshot_writer(config.oom_snapshot))

@@ -138,6 +138,8 @@ def estimate_activity(name: str, inputs, outputs, profile: ChipProfile | None = 
 
 
 def estimate_records(records, profile: ChipProfile | None = None, lnc: int | None = None):
-    """(record, Estimate) for every kernel record (user ranges are skipped)."""
+    """(record, Estimate) for every kernel record. User ranges are skipped, and so are copies
+    between host and device: they cross the host link, not HBM, and the profile table has no
+    figure for that link to estimate them with."""
     return [(r, estimate_activity(r["name"], r["inputs"], r["outputs"], profile, lnc))
-            for r in records if not r.get("annotation")]
+            for r in records if not r.get("annotation") and not r.get("memcpy")]

@@ -3,6 +3,7 @@
 #include "aten/CpuAlias.h"
 #include "device/CurrentDevice.h"
 #include "device/NeuronAllocator.h"
+#include "profiler/KernelActivity.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <ATen/Dispatch_v2.h>
@@ -119,7 +120,22 @@ at::Tensor& set_empty(at::Tensor& self) {
 // (copy_ hands any copy that involves neuron to _copy_from before its own checks). Beyond a whole
 // dense tensor moving as is, the CPU's copy_ runs on CPU aliases: its early exits (views of the
 // same data), transposed copies, dtype conversions and overlap errors are then the CPU's own.
+// The copy's row in a profiler trace, named as CUDA's copies are.
+const char* memcpy_name(const at::Tensor& src, const at::Tensor& dst) {
+  const bool from_device = src.device().type() == c10::DeviceType::PrivateUse1;
+  const bool to_device = dst.device().type() == c10::DeviceType::PrivateUse1;
+  if (from_device && to_device) return "Memcpy DtoD (Device -> Device)";
+  return to_device ? "Memcpy HtoD (Host -> Device)" : "Memcpy DtoH (Device -> Host)";
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const at::Tensor& on_device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
+  profiler::KernelActivityScope activity(memcpy_name(self, dst), on_device.device().index());
+  if (activity.active()) {
+    activity.mark_memcpy();
+    activity.inputs({&self});
+    activity.outputs({&dst});
+  }
   // The common case (a whole dense tensor moving as is) is a single memcpy.
   if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
       self.is_contiguous() && dst.is_contiguous() && self.is_conj() == dst.is_conj() &&
