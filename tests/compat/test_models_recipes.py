@@ -198,3 +198,18 @@ def test_types_the_new_recipes_reach_match_the_cpu(model_type):
     # One per recipe: clips, time series, patch grids, a tied size, codec audio channels.
     rec = check(by_type(model_type))
     assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
+
+
+def test_spectrogram_transformers_get_frames_by_mel_bins():
+    class SpectrogramModel(torch.nn.Module):
+        main_input_name = "input_values"
+
+        def __init__(self):
+            super().__init__()
+            self.config = type("C", (), {"num_mel_bins": 128, "max_length": 100})()
+
+        def forward(self, input_values, labels=None):
+            return input_values
+
+    gen = torch.Generator().manual_seed(0)
+    assert main_input(SpectrogramModel(), gen)["input_values"].shape == (2, 100, 128)

@@ -143,6 +143,10 @@ def main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str
         return {name: _pixels(config, gen, _frames(config))}
     if name == "past_values":
         return {name: _series(config, gen)}
+    if name == "input_values" and isinstance(getattr(config, "num_mel_bins", None), int) \
+            and isinstance(getattr(config, "max_length", None), int):
+        # A spectrogram transformer (AST): (batch, max_length frames, mel bins).
+        return {name: torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=gen)}
     if name == "input_values":
         channels = _sub(config, "audio_channels")
         if isinstance(channels, int):  # codecs take (batch, channels, samples)
