@@ -56,6 +56,7 @@ RUNS = (
         ("--threads", "2"), {"NEURON_COMPILE_GEMM": "aten"}),
     Run("collectives.py", "2 processes, shape check on (the default)"),
     Run("nki_simulator.py", "NKI kernels on the software NeuronCore"),
+    Run("kernels.py", "1 thread", ("--threads", "1")),
     Run("serving.py", "3 rounds, in .venv-serve (make serve-demo creates it)", ("--rounds", "3"),
         python=".venv-serve/bin/python"),
 )
