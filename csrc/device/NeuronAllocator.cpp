@@ -182,6 +182,21 @@ void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
 
 // On the current device: a neuron op's kernel runs with its device current (see
 // csrc/aten/KernelScope.h), so its allocations land there.
+void NeuronCachingAllocator::count_shared(c10::DeviceIndex device, std::size_t bytes,
+                                          bool allocated) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  DeviceStats& s = g_devices[device].stats;
+  for_pools(bytes, [&](std::size_t i) {
+    for (auto* count : {&s.allocation[i], &s.active[i], &s.segment[i]}) {
+      allocated ? count->increase(1) : count->decrease(1);
+    }
+    for (auto* total : {&s.allocated_bytes[i], &s.active_bytes[i], &s.reserved_bytes[i],
+                        &s.requested_bytes[i]}) {
+      allocated ? total->increase(bytes) : total->decrease(bytes);
+    }
+  });
+}
+
 c10::DataPtr NeuronCachingAllocator::allocate(std::size_t nbytes) {
   const c10::DeviceIndex device = current_device();
   return allocate_on(device, nbytes, c10::Device(c10::DeviceType::PrivateUse1, device));

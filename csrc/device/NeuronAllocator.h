@@ -50,6 +50,10 @@ class NeuronCachingAllocator final : public c10::DeviceAllocator {
   c10::DeviceIndex device_of(const void* ptr);
   std::vector<SegmentRecord> snapshot();
 
+  // Counts (allocated=true) or uncounts a block of shareable memory this process allocated
+  // outside the cache (csrc/device/SharedStorage.h) in the device's statistics, as one segment
+  // with one allocation, so that memory_allocated/memory_reserved keep seeing it.
+  void count_shared(c10::DeviceIndex device, std::size_t bytes, bool allocated);
   // Frees a block: the deleter of every DataPtr this allocator hands out.
   static void free_block(void* ptr);
 };

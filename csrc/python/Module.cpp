@@ -11,6 +11,7 @@
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
 #include "device/NeuronHooks.h"
+#include "device/SharedStorage.h"
 #include "ops/Autocast.h"
 #include "ops/DtypePolicy.h"
 #include "profiler/KernelActivity.h"
@@ -176,6 +177,13 @@ PYBIND11_MODULE(_C, m) {
   });
 
   m.def("_cpu_alias", &tn::cpu_alias_keeping_storage);
+  // torch.multiprocessing's reduction of neuron storages (torchneuron/device/ipc.py): `t` is a
+  // tensor over the whole storage.
+  m.def("_share_storage", [](const at::Tensor& t) { return tn::share_storage(t.storage()); });
+  m.def("_is_shared_storage", [](const at::Tensor& t) { return tn::is_shared_storage(t.storage()); });
+  m.def("_open_shared_storage", [](int fd, std::size_t nbytes, int device) {
+    return tn::open_shared_storage(fd, nbytes, static_cast<c10::DeviceIndex>(device));
+  });
   m.def("_host_addressable", &tn::host_addressable);
   m.def("_require_host_access", [](const std::string& what) { tn::require_host_access(what.c_str()); });
   m.def("_override_host_addressable_for_testing", &tn::override_host_addressable_for_testing);

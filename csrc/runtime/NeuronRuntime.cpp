@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace torchneuron::rt {
 namespace {
@@ -169,6 +173,60 @@ void hbm_free(int device, void* ptr, std::size_t bytes) {
   check_device(device);
   std::free(ptr);
   g_devices[device].in_use.fetch_sub(bytes);
+}
+
+namespace {
+
+// Reserves `bytes` of the device's HBM (the same accounting hbm_malloc does), or says why not.
+bool reserve_hbm(DeviceState& d, std::size_t bytes, MallocFailure* why) {
+  const std::size_t available = backing_memory_available();
+  if (bytes > available) {
+    if (why != nullptr) *why = MallocFailure{true, available};
+    return false;
+  }
+  if (d.in_use.fetch_add(bytes) + bytes > d.capacity) {
+    d.in_use.fetch_sub(bytes);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SharedHbm hbm_malloc_shared(int device, std::size_t bytes, MallocFailure* why) {
+  check_device(device);
+  DeviceState& d = g_devices[device];
+  if (!reserve_hbm(d, bytes, why)) return {};
+  const std::size_t mapped = bytes == 0 ? 1 : bytes;
+  const int fd = memfd_create("neuron-hbm", MFD_CLOEXEC);
+  if (fd >= 0 && ftruncate(fd, static_cast<off_t>(mapped)) == 0) {
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) return SharedHbm{p, fd};
+  }
+  if (fd >= 0) close(fd);
+  d.in_use.fetch_sub(bytes);
+  return {};
+}
+
+void hbm_free_shared(int device, SharedHbm block, std::size_t bytes) {
+  check_device(device);
+  hbm_unmap_shared(block.ptr, block.fd, bytes);
+  g_devices[device].in_use.fetch_sub(bytes);
+}
+
+void* hbm_map_shared(int fd, std::size_t bytes) {
+  void* p = mmap(nullptr, bytes == 0 ? 1 : bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    throw std::runtime_error(std::string("mapping shared neuron memory failed: ") +
+                             std::strerror(errno));
+  }
+  return p;
+}
+
+void hbm_unmap_shared(void* ptr, int fd, std::size_t bytes) {
+  munmap(ptr, bytes == 0 ? 1 : bytes);
+  close(fd);
 }
 
 void memcpy(void* dst, const void* src, std::size_t bytes) {

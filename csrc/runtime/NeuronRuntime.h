@@ -48,6 +48,22 @@ struct MallocFailure {
 void* hbm_malloc(int device, std::size_t bytes, MallocFailure* why = nullptr);
 void hbm_free(int device, void* ptr, std::size_t bytes);
 
+// Device memory another process can map (what CUDA's IPC handles give): a block backed by an
+// anonymous shared-memory file, mapped here; `fd` is what travels to the other process. The
+// memory lives until every process has unmapped it and closed its descriptor (the kernel counts
+// the references), so a process that dies holding it leaks nothing. Counted in hbm_in_use of
+// the allocating process only; nullptr ptr when the HBM is full or the host cannot back it.
+struct SharedHbm {
+  void* ptr = nullptr;
+  int fd = -1;
+};
+SharedHbm hbm_malloc_shared(int device, std::size_t bytes, MallocFailure* why = nullptr);
+void hbm_free_shared(int device, SharedHbm block, std::size_t bytes);
+// Maps `bytes` of a block another process shared, through a descriptor of its file (taken over:
+// closed by hbm_unmap_shared). Throws std::runtime_error when the mapping fails.
+void* hbm_map_shared(int fd, std::size_t bytes);
+void hbm_unmap_shared(void* ptr, int fd, std::size_t bytes);
+
 // The memory behind device memory: for the software NeuronCore, host memory ("available" is
 // MemAvailable, and the cgroup's limit less its usage where a limit is set); a runtime whose
 // device memory is separate answers SIZE_MAX for both.

@@ -1,28 +1,50 @@
-"""Neuron tensors between processes (torch.multiprocessing queues, pipes, DataLoader workers).
+"""Neuron tensors between processes (torch.multiprocessing queues, pipes, DataLoader workers,
+Hogwild training), as CUDA's IPC shares them.
 
-Sending one needs device memory that another process can map (CUDA's IPC handles), which the
-software NeuronCore does not offer yet. Until it does, a neuron tensor (or storage) sent through
-torch.multiprocessing arrives as an error: the receiver's get()/recv() raises at once, naming
-the cure. Raising on the sender's side would not do: a Queue pickles in a feeder thread, where
-an error is printed and the item dropped, and the receiver waits forever."""
+Sending a neuron storage moves its bytes, once and in place, into device memory another process
+can map (csrc/device/SharedStorage.h); the receiver maps the same memory, so writes on either
+side are seen by both. The memory is freed when the last process lets go of it, a process that
+dies holding it included, and it counts in the memory statistics of the process that allocated
+it only. Descriptors travel as torch's CPU file-descriptor strategy sends them
+(multiprocessing's DupFd), so the sender must be alive when the receiver unpickles, as on the
+CPU. Start methods: spawn and forkserver share; a child forked after the parent initialized
+neuron is refused at its first device use (torchneuron/device/lifecycle.py)."""
 
 from __future__ import annotations
 
-from multiprocessing.reduction import ForkingPickler
+from multiprocessing.reduction import DupFd, ForkingPickler
 
 import torch
 
-NOT_SHAREABLE = (
-    "a neuron tensor was sent to another process through torch.multiprocessing, which cannot "
-    "share neuron memory yet; send tensor.cpu() and move it to neuron in the receiving process")
+from .. import _C
 
 
-def _raise_not_shareable(message: str):
-    raise RuntimeError(message)
+def _over(storage: torch.UntypedStorage) -> torch.Tensor:
+    """A uint8 tensor over the whole storage (the bindings take tensors)."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def share(storage: torch.UntypedStorage) -> int:
+    """Moves `storage` into shareable device memory (a no-op when it is there already); returns
+    the descriptor of that memory, owned by the storage."""
+    return _C._share_storage(_over(storage))
+
+
+def is_shared(storage: torch.UntypedStorage) -> bool:
+    return _C._is_shared_storage(_over(storage))
+
+
+def rebuild_storage(dup_fd, nbytes: int, device: int) -> torch.UntypedStorage:
+    return _C._open_shared_storage(dup_fd.detach(), nbytes, device).untyped_storage()
+
+
+def reduce_neuron_storage(storage: torch.UntypedStorage):
+    fd = share(storage)
+    return (rebuild_storage, (DupFd(fd), storage.nbytes(), storage.device.index))
 
 
 def install() -> None:
-    """Puts a neuron check in front of torch.multiprocessing's storage reduction (the one every
+    """Puts neuron storages in front of torch.multiprocessing's storage reduction (the one every
     tensor reduction goes through); CPU and CUDA storages reduce as before."""
     # internal: see runtime/torch_internals.py "torch.multiprocessing.reductions.reduce_storage"
     from torch.multiprocessing import reductions
@@ -31,7 +53,7 @@ def install() -> None:
 
     def reduce_storage(storage):
         if storage.device.type == "neuron":
-            return (_raise_not_shareable, (NOT_SHAREABLE,))
+            return reduce_neuron_storage(storage)
         return torch_reduce_storage(storage)
 
     ForkingPickler.register(torch.UntypedStorage, reduce_storage)

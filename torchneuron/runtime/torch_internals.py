@@ -690,8 +690,9 @@ ENTRIES: tuple[Internal, ...] = (
         "torch.multiprocessing.reductions.reduce_storage", "relied on",
         ("torchneuron/device/ipc.py",),
         "every tensor torch.multiprocessing sends reduces through its storage; a neuron storage "
-        "is reduced to an error the receiver raises (no IPC for neuron memory yet), the rest "
-        "through torch's own reduce_storage",
+        "is reduced to a descriptor of shareable device memory the receiver maps (and the "
+        "tensor is rebuilt over it by torch's own rebuild_tensor), the rest through torch's own "
+        "reduce_storage",
         _all(defines("torch.multiprocessing.reductions", "reduce_storage", params=("storage",)),
              contains("torch.multiprocessing.reductions", "reduce_tensor",
                       "storage = tensor._typed_storage()"),
@@ -1252,9 +1253,11 @@ ENTRIES: tuple[Internal, ...] = (
                   "_ZN2at16CPUGeneratorImplC1Em"),
          covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
     _cpp("TensorImpl/StorageImpl internals of the CPU alias",
-         ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp"),
+         ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp",
+          "SharedStorage.cpp"),
          "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
-         "directly, storage data pointers swapped, conj/neg bits copied",
+         "directly, storage data pointers swapped, conj/neg bits copied; a storage sent to "
+         "another process has its data pointer swapped for shareable memory",
          header("c10/core/TensorImpl.h", "void set_sizes_and_strides(",
                 "void set_storage_keep_dtype(", "bool is_wrapped_number() const"),
          header("c10/core/StorageImpl.h", "set_data_ptr_noswap(", "at::DataPtr set_data_ptr(",
