@@ -322,3 +322,14 @@ def test_no_warning_beyond_the_cpus():
         warnings.simplefilter("always")
         x.to("neuron").to_sparse().coalesce().to_dense()
     assert not [w for w in caught if "neuron" in str(w.message)]
+
+
+def test_members_are_neuron_memory_freed_with_the_tensor():
+    x = dense_with_zeros(64, 64).to("neuron")
+    torch.neuron.empty_cache()
+    before = torch.neuron.memory_allocated()
+    s = x.to_sparse().coalesce()
+    members_bytes = s._indices().untyped_storage().nbytes() + s._values().untyped_storage().nbytes()
+    assert torch.neuron.memory_allocated() >= before + members_bytes
+    del s
+    assert torch.neuron.memory_allocated() == before
