@@ -143,3 +143,24 @@ def test_a_shared_storage_cannot_be_resized():
     with pytest.raises(RuntimeError, match="not resizable"):
         x.untyped_storage().resize_(64)
     assert_close(x.cpu(), torch.ones(4))
+
+
+def _receive_two(inbox, conn):
+    a, b = inbox.get(timeout=TIMEOUT), inbox.get(timeout=TIMEOUT)
+    conn.send((a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr(),
+               b.storage_offset(), b.cpu()))
+
+
+def test_views_of_one_storage_arrive_over_one_storage():
+    x = torch.arange(8.0, device="neuron")
+    inbox = CTX.Queue()
+    receiver, sender = CTX.Pipe(duplex=False)
+    p = CTX.Process(target=_receive_two, args=(inbox, sender))
+    p.start()
+    inbox.put(x)
+    inbox.put(x[3:])
+    assert receiver.poll(TIMEOUT)
+    same_storage, offset, values = receiver.recv()
+    p.join(TIMEOUT)
+    assert same_storage and offset == 3
+    assert_close(values, torch.arange(3.0, 8.0))

@@ -12,6 +12,9 @@ neuron is refused at its first device use (torchneuron/device/lifecycle.py)."""
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from multiprocessing.reduction import DupFd, ForkingPickler
 
 import torch
@@ -34,8 +37,26 @@ def is_shared(storage: torch.UntypedStorage) -> bool:
     return _C._is_shared_storage(_over(storage))
 
 
+# The storages this process received, by the identity of their shared memory (the file's inode,
+# which cannot be reused while a storage here keeps the file open): tensors sent over one storage
+# arrive over one storage, as torch's CPU sharing keeps them, with one mapping.
+_received: dict[tuple[int, int], weakref.ref] = {}
+_received_lock = threading.Lock()
+
+
 def rebuild_storage(dup_fd, nbytes: int, device: int) -> torch.UntypedStorage:
-    return _C._open_shared_storage(dup_fd.detach(), nbytes, device).untyped_storage()
+    fd = dup_fd.detach()
+    info = os.fstat(fd)
+    key = (info.st_dev, info.st_ino)
+    with _received_lock:
+        known = _received.get(key)
+        storage = known() if known is not None else None
+        if storage is not None:
+            os.close(fd)  # this process maps the memory already
+            return storage
+        storage = _C._open_shared_storage(fd, nbytes, device).untyped_storage()
+        _received[key] = weakref.ref(storage, lambda _, key=key: _received.pop(key, None))
+        return storage
 
 
 def reduce_neuron_storage(storage: torch.UntypedStorage):
