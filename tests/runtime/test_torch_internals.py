@@ -464,7 +464,9 @@ def test_every_cpp_entry_is_still_used_where_it_says():
 # Mangled prefixes of the namespaces that are not PyTorch's extension API.
 INTERNAL_SYMBOL_PREFIXES = ("_ZN2at6native", "_ZN2at3cpu", "_ZN2at6detail", "_ZN3c1012SetAllocator",
                             "_ZN2at16CPUGeneratorImpl", "_ZN4c10d", "_ZNK4c10d", "_ZTIN4c10d",
-                            "_Z16THPVariable", "THPDtype")
+                            "_Z16THPVariable", "THPDtype",
+                            # the profiler's traceback capture (memory history's frames)
+                            "_ZN5torch17CapturedTraceback", "_ZN5torch12py_symbolize")
 
 
 def undefined_dynamic_symbols(path: Path) -> set[str]:
