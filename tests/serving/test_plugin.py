@@ -102,3 +102,35 @@ def test_platform_refuses_what_neuron_cannot_run():
         NeuronPlatform.check_if_supports_dtype(torch.float64)
     with pytest.raises(ValueError, match="runs on a neuron device, got cpu"):
         NeuronModelRunner(None, torch.device("cpu"))
+
+
+def test_custom_ops_on_neuron_run_vllms_cpu_kernels_and_match_the_cpu():
+    """The rotary embedding dispatches to vLLM's CPU kernel (one in-place call through the
+    boxed fallback) on neuron, and gives what its PyTorch-native form gives on the CPU."""
+    pytest.importorskip("vllm")
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.custom_op import CustomOp
+    from vllm.model_executor.layers.rotary_embedding import get_rope
+
+    from torchneuron.serving import custom_ops
+
+    custom_ops.install()
+    assert CustomOp.forward_oot is custom_ops._forward_oot
+    custom_ops.install()  # a second call changes nothing
+    assert CustomOp.forward_oot is custom_ops._forward_oot
+
+    with set_current_vllm_config(VllmConfig()):
+        rope = get_rope(32, max_position=64, is_neox_style=True, dtype=torch.float32)
+    torch.manual_seed(0)
+    positions = torch.tensor([0, 5, 17, 63])
+    query, key = torch.randn(4, 4 * 32), torch.randn(4, 2 * 32)
+    expected_q, expected_k = rope.forward_native(positions, query.clone(), key.clone())
+
+    calls = []
+    forward_cpu = type(rope).forward_cpu
+    rope.forward_cpu = lambda *args: calls.append(1) or forward_cpu(rope, *args)
+    rope.to("neuron")
+    q, k = rope.forward_oot(positions.to("neuron"), query.to("neuron"), key.to("neuron"))
+    assert calls == [1] and q.device.type == k.device.type == "neuron"
+    torch.testing.assert_close(q.cpu(), expected_q)
+    torch.testing.assert_close(k.cpu(), expected_k)

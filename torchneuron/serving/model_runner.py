@@ -14,11 +14,15 @@ from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner, _torch_cuda_wrapper
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+from . import custom_ops
+
 
 class NeuronModelRunner(CPUModelRunner):
     def __init__(self, vllm_config: VllmConfig, device: torch.device):
         if device.type != "neuron":
             raise ValueError(f"NeuronModelRunner runs on a neuron device, got {device}")
+        # Before the model is built: its custom ops pick their kernels at construction.
+        custom_ops.install()
         # The GPU runner creates CUDA streams and events at construction; the placeholders
         # stand in for them (nothing is asynchronous to order on this device).
         with _torch_cuda_wrapper():
