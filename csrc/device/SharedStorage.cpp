@@ -7,7 +7,9 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/StorageImpl.h>
 
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
 namespace torchneuron {
 namespace {
@@ -21,15 +23,30 @@ struct SharedBlock {
   bool owner;
 };
 
+// Blocks this process allocated and let go of while another process still maps them: they stay
+// in this process's statistics (and its HBM), as CUDA keeps a sent block in the sender's
+// allocator until the receivers release it, until collect_released() finds them free.
+std::mutex g_pending_mutex;
+std::vector<SharedBlock*> g_pending;
+
+void free_owned(SharedBlock* b) {
+  rt::hbm_free_shared(b->device, b->block, b->bytes);
+  neuron_allocator().count_shared(b->device, b->bytes, /*allocated=*/false);
+  delete b;
+}
+
 void release_shared(void* ctx) {
   auto* b = static_cast<SharedBlock*>(ctx);
-  if (b->owner) {
-    rt::hbm_free_shared(b->device, b->block, b->bytes);
-    neuron_allocator().count_shared(b->device, b->bytes, /*allocated=*/false);
+  if (!b->owner) {
+    rt::hbm_unmap_shared(b->block, b->bytes);
+    delete b;
+  } else if (rt::hbm_shared_elsewhere(b->block)) {
+    std::lock_guard<std::mutex> lock(g_pending_mutex);
+    g_pending.push_back(b);
   } else {
-    rt::hbm_unmap_shared(b->block.ptr, b->block.fd, b->bytes);
+    free_owned(b);
   }
-  delete b;
+  collect_released();
 }
 
 const SharedBlock* shared_block(const c10::Storage& storage) {
@@ -47,7 +64,25 @@ std::mutex g_share_mutex;  // two threads sending one storage move it once
 
 }  // namespace
 
+std::size_t collect_released() {
+  std::vector<SharedBlock*> done;
+  {
+    std::lock_guard<std::mutex> lock(g_pending_mutex);
+    auto still_held = [&](SharedBlock* b) {
+      if (rt::hbm_shared_elsewhere(b->block)) return true;
+      done.push_back(b);
+      return false;
+    };
+    g_pending.erase(std::remove_if(g_pending.begin(), g_pending.end(),
+                                   [&](SharedBlock* b) { return !still_held(b); }),
+                    g_pending.end());
+  }
+  for (SharedBlock* b : done) free_owned(b);  // outside the lock: frees take the allocator's
+  return done.size();
+}
+
 int share_storage(const c10::Storage& storage) {
+  collect_released();
   std::lock_guard<std::mutex> lock(g_share_mutex);
   if (const SharedBlock* b = shared_block(storage)) return b->block.fd;
   const c10::DeviceIndex device = storage.device().index();
@@ -77,8 +112,7 @@ bool is_shared_storage(const c10::Storage& storage) { return shared_block(storag
 
 at::Tensor open_shared_storage(int fd, std::size_t nbytes, c10::DeviceIndex device) {
   check_device(device);
-  void* p = rt::hbm_map_shared(fd, nbytes);
-  auto* b = new SharedBlock{device, rt::SharedHbm{p, fd}, nbytes, /*owner=*/false};
+  auto* b = new SharedBlock{device, rt::hbm_map_shared(fd, nbytes), nbytes, /*owner=*/false};
   c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), nbytes, shared_data_ptr(b), /*allocator=*/nullptr,
       /*resizable=*/false));

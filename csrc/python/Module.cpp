@@ -181,6 +181,7 @@ PYBIND11_MODULE(_C, m) {
   // tensor over the whole storage.
   m.def("_share_storage", [](const at::Tensor& t) { return tn::share_storage(t.storage()); });
   m.def("_is_shared_storage", [](const at::Tensor& t) { return tn::is_shared_storage(t.storage()); });
+  m.def("_ipc_collect", &tn::collect_released);
   m.def("_open_shared_storage", [](int fd, std::size_t nbytes, int device) {
     return tn::open_shared_storage(fd, nbytes, static_cast<c10::DeviceIndex>(device));
   });

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -210,23 +211,51 @@ SharedHbm hbm_malloc_shared(int device, std::size_t bytes, MallocFailure* why) {
 
 void hbm_free_shared(int device, SharedHbm block, std::size_t bytes) {
   check_device(device);
-  hbm_unmap_shared(block.ptr, block.fd, bytes);
+  hbm_unmap_shared(block, bytes);
   g_devices[device].in_use.fetch_sub(bytes);
 }
 
-void* hbm_map_shared(int fd, std::size_t bytes) {
+namespace {
+
+// The whole file, for the hold's lock.
+struct flock whole_file(short type) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  return fl;
+}
+
+}  // namespace
+
+SharedHbm hbm_map_shared(int fd, std::size_t bytes) {
   void* p = mmap(nullptr, bytes == 0 ? 1 : bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     close(fd);
     throw std::runtime_error(std::string("mapping shared neuron memory failed: ") +
                              std::strerror(errno));
   }
-  return p;
+  // The hold: a read lock on an open file description of this process's own (reopened through
+  // /proc), not on the received descriptor, whose description the sender shares: an OFD lock
+  // conflicts only with other descriptions, and lives until this description is closed.
+  const std::string self_path = "/proc/self/fd/" + std::to_string(fd);
+  const int hold_fd = open(self_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (hold_fd >= 0) {
+    struct flock fl = whole_file(F_RDLCK);
+    fcntl(hold_fd, F_OFD_SETLK, &fl);  // without it the sender stops counting earlier
+  }
+  return SharedHbm{p, fd, hold_fd};
 }
 
-void hbm_unmap_shared(void* ptr, int fd, std::size_t bytes) {
-  munmap(ptr, bytes == 0 ? 1 : bytes);
-  close(fd);
+void hbm_unmap_shared(SharedHbm block, std::size_t bytes) {
+  munmap(block.ptr, bytes == 0 ? 1 : bytes);
+  close(block.fd);
+  if (block.hold_fd >= 0) close(block.hold_fd);  // drops the hold
+}
+
+bool hbm_shared_elsewhere(const SharedHbm& block) {
+  struct flock fl = whole_file(F_WRLCK);
+  if (fcntl(block.fd, F_OFD_GETLK, &fl) != 0) return false;
+  return fl.l_type != F_UNLCK;
 }
 
 void memcpy(void* dst, const void* src, std::size_t bytes) {

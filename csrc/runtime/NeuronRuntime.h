@@ -56,13 +56,19 @@ void hbm_free(int device, void* ptr, std::size_t bytes);
 struct SharedHbm {
   void* ptr = nullptr;
   int fd = -1;
+  int hold_fd = -1;  // a mapping process's own open of the file, carrying its hold (below)
 };
 SharedHbm hbm_malloc_shared(int device, std::size_t bytes, MallocFailure* why = nullptr);
 void hbm_free_shared(int device, SharedHbm block, std::size_t bytes);
 // Maps `bytes` of a block another process shared, through a descriptor of its file (taken over:
-// closed by hbm_unmap_shared). Throws std::runtime_error when the mapping fails.
-void* hbm_map_shared(int fd, std::size_t bytes);
-void hbm_unmap_shared(void* ptr, int fd, std::size_t bytes);
+// closed by hbm_unmap_shared), and marks it held by this process until hbm_unmap_shared or the
+// process's end. Throws std::runtime_error when the mapping fails.
+SharedHbm hbm_map_shared(int fd, std::size_t bytes);
+void hbm_unmap_shared(SharedHbm block, std::size_t bytes);
+// Whether another process still maps the allocating process's `block` (what CUDA's IPC
+// reference counts answer). A hold is a read lock on the receiver's own open of the file, which
+// the kernel drops when that process ends, so a process killed while holding stops counting.
+bool hbm_shared_elsewhere(const SharedHbm& block);
 
 // The memory behind device memory: for the software NeuronCore, host memory ("available" is
 // MemAvailable, and the cgroup's limit less its usage where a limit is set); a runtime whose

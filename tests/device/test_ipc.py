@@ -147,8 +147,10 @@ def test_a_shared_storage_cannot_be_resized():
 
 def _receive_two(inbox, conn):
     a, b = inbox.get(timeout=TIMEOUT), inbox.get(timeout=TIMEOUT)
+    # Values as a list: a CPU tensor would travel by descriptor through this process's resource
+    # sharer, gone once it exits.
     conn.send((a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr(),
-               b.storage_offset(), b.cpu()))
+               b.storage_offset(), b.cpu().tolist()))
 
 
 def test_views_of_one_storage_arrive_over_one_storage():
@@ -163,4 +165,55 @@ def test_views_of_one_storage_arrive_over_one_storage():
     same_storage, offset, values = receiver.recv()
     p.join(TIMEOUT)
     assert same_storage and offset == 3
-    assert_close(values, torch.arange(3.0, 8.0))
+    assert_close(torch.tensor(values), torch.arange(3.0, 8.0))
+
+
+def _hold_until_told(inbox, outbox):
+    t = inbox.get(timeout=TIMEOUT)
+    outbox.put(t.sum().item())
+    inbox.get(timeout=TIMEOUT)  # the producer has dropped its tensor by now
+    outbox.put(t.sum().item())  # the memory is still there for this process
+    del t
+    outbox.put("released")
+    inbox.get(timeout=TIMEOUT)
+
+
+def test_memory_the_sender_dropped_stays_counted_there_until_the_receiver_lets_go():
+    torch.neuron.empty_cache()
+    baseline = torch.neuron.memory_allocated()
+    x = torch.full((4096,), 3.0, device="neuron")
+    nbytes = x.nbytes
+    inbox, outbox = CTX.Queue(), CTX.Queue()
+    p = CTX.Process(target=_hold_until_told, args=(inbox, outbox))
+    p.start()
+    inbox.put(x)
+    assert outbox.get(timeout=TIMEOUT) == 3.0 * 4096
+    del x
+    torch.neuron.ipc_collect()
+    # As CUDA keeps a sent block in the sender's allocator: the receiver still maps it.
+    assert torch.neuron.memory_allocated() == baseline + nbytes
+    inbox.put("dropped")
+    assert outbox.get(timeout=TIMEOUT) == 3.0 * 4096
+    assert outbox.get(timeout=TIMEOUT) == "released"
+    torch.neuron.ipc_collect()
+    assert torch.neuron.memory_allocated() == baseline
+    inbox.put(None)
+    p.join(TIMEOUT)
+    assert p.exitcode == 0
+
+
+def test_memory_held_by_a_killed_receiver_is_collected_in_the_sender():
+    torch.neuron.empty_cache()
+    baseline = torch.neuron.memory_allocated()
+    x = torch.full((1024,), 2.0, device="neuron")
+    inbox = CTX.Queue()
+    receiver, sender = CTX.Pipe(duplex=False)
+    p = CTX.Process(target=_dies_holding, args=(inbox, sender))
+    p.start()
+    inbox.put(x)
+    assert receiver.poll(TIMEOUT) and receiver.recv() == 2048.0
+    p.join(TIMEOUT)
+    assert p.exitcode == -signal.SIGKILL
+    del x  # the receiver died holding it: the kernel dropped its hold
+    torch.neuron.ipc_collect()
+    assert torch.neuron.memory_allocated() == baseline

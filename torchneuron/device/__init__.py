@@ -12,6 +12,7 @@ from .. import _C
 from ..runtime import device_state
 from . import amp, ipc, legacy_types, memory, monitoring, nvtx, properties, random, streams
 from ._index import _device_index, _device_t
+from .ipc import ipc_collect
 from .memory import *  # noqa: F403
 from .monitoring import *  # noqa: F403
 from .properties import *  # noqa: F403
@@ -22,7 +23,7 @@ from .streams import *  # noqa: F403
 # The submodules themselves stay out of __all__: a star import would otherwise bind `random`
 # over the standard library's.
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
-           "set_device", "synchronize", "device", "device_of",
+           "set_device", "synchronize", "device", "device_of", "ipc_collect",
            *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
            *streams.__all__, *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES]
 

@@ -59,6 +59,14 @@ def rebuild_storage(dup_fd, nbytes: int, device: int) -> torch.UntypedStorage:
         return storage
 
 
+def ipc_collect() -> None:
+    """Frees the memory of tensors this process shared with other processes and has let go of,
+    once every receiver has let go too (torch.cuda.ipc_collect's name). Until then such memory
+    stays in this process's memory statistics, as CUDA keeps it; sharing and releasing also
+    collect, so calling this is only needed to see the figures settle at once."""
+    _C._ipc_collect()
+
+
 def reduce_neuron_storage(storage: torch.UntypedStorage):
     fd = share(storage)
     return (rebuild_storage, (DupFd(fd), storage.nbytes(), storage.device.index))
