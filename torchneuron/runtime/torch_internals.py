@@ -574,6 +574,13 @@ def _cpu_flash_attention_ops_as_checked() -> None:
         raise Mismatch(f"backward schema changed: {backward}")
 
 
+def _op_overloads_carry_their_schema() -> None:
+    schema = torch.ops.aten.bernoulli.p._schema
+    if [a.name for a in schema.arguments][:2] != ["self", "p"] or \
+            not hasattr(schema.arguments[0], "kwarg_only"):
+        raise Mismatch("OpOverload._schema no longer lists arguments with name/kwarg_only")
+
+
 def _legacy_type_names_parse() -> None:
     named = type("torch.FloatTensor", (), {})
     if torch.zeros(1, dtype=torch.float64).type(named).dtype != torch.float32:
@@ -1020,6 +1027,22 @@ ENTRIES: tuple[Internal, ...] = (
         "torch.utils._pytree.tree_map", "relied on", ("torchneuron/compile/conv_layout.py",),
         "maps a convolution's arguments between neuron and CPU fake tensors",
         exists("torch.utils._pytree.tree_map", params=("func", "tree"))),
+
+    Internal(
+        "torch.utils._python_dispatch.TorchDispatchMode", "relied on",
+        ("torchneuron/compat/random_draws.py",),
+        "the model battery records the random draws of the CPU run and replays their values in "
+        "the neuron run (subclassed as the documented way to intercept ATen calls)",
+        exists("torch.utils._python_dispatch.TorchDispatchMode",
+               members=("__torch_dispatch__", "__enter__", "__exit__"))),
+    Internal(
+        "torch.utils._pytree.tree_flatten", "relied on", ("torchneuron/compat/random_draws.py",),
+        "flattens an op's outputs to find the tensors a recorded draw produced",
+        exists("torch.utils._pytree.tree_flatten", params=("tree",))),
+    Internal(
+        "torch._ops.OpOverload._schema", "relied on", ("torchneuron/compat/random_draws.py",),
+        "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw",
+        _op_overloads_carry_their_schema, covers=("._schema",)),
 
     # ---- distributed
     Internal(
