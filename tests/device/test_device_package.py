@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import torchneuron
+from torchneuron.device import legacy_types
 
 SUBMODULES = ("memory", "streams", "random", "properties", "monitoring")
 
@@ -33,6 +34,8 @@ PUBLIC_NAMES = {
     "reset_peak_host_memory_stats", "list_gpu_processes", "list_processes",
     "memory_stats_as_nested_dict", "memory_cached", "max_memory_cached", "reset_max_memory_cached",
     "device_memory_used", "utilization", "temperature", "power_draw", "clock_rate", "memory_usage",
+    # torch.cuda's legacy typed names (issue 18) and IPC collection (issue 23)
+    *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES, "ipc_collect",
 }
 
 RUNTIME_DIR = pathlib.Path(torchneuron.__file__).parent / "runtime"
