@@ -33,6 +33,8 @@ def on_neuron(op: str, **tensors: torch.Tensor) -> None:
                                f"but {first[0]} is on {first[1]} and {name} on {t.device}")
 
 
-def shape(op: str, condition: bool, message: str) -> None:
+def shape(op: str, condition: bool, message) -> None:
+    """`message`: the text, or a function giving it (built only on failure: formatting shapes
+    on every call costs more than a small op's eager fast path)."""
     if not condition:
-        raise ValueError(f"torchneuron.kernels.{op}: {message}")
+        raise ValueError(f"torchneuron.kernels.{op}: {message() if callable(message) else message}")

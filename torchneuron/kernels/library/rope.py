@@ -146,16 +146,25 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     checks.floating("rope", q=q, k=k, cos=cos, sin=sin)
     checks.on_neuron("rope", q=q, k=k, cos=cos, sin=sin)
     checks.shape("rope", q.dim() == 4 and k.dim() == 4,
-                 f"q {tuple(q.shape)} and k {tuple(k.shape)} must be (batch, heads, seq, head_dim)")
+                 lambda: f"q {tuple(q.shape)} and k {tuple(k.shape)} must be (batch, heads, seq, "
+                         "head_dim)")
     batch, _, seq, d = q.shape
-    checks.shape("rope", d % 2 == 0, f"head_dim {d} must be even (rotate-half pairs halves)")
+    checks.shape("rope", d % 2 == 0, lambda: f"head_dim {d} must be even (rotate-half pairs halves)")
     checks.shape("rope", k.shape[0] == batch and k.shape[2:] == q.shape[2:],
-                 f"k {tuple(k.shape)} must match q {tuple(q.shape)} in batch, seq and head_dim")
+                 lambda: f"k {tuple(k.shape)} must match q {tuple(q.shape)} in batch, seq and "
+                         "head_dim")
     expected = ((batch, seq, d), (1, seq, d), (seq, d))
     for name, t in (("cos", cos), ("sin", sin)):
         checks.shape("rope", tuple(t.shape) in expected,
-                     f"{name} has shape {tuple(t.shape)}; expected (batch, seq, head_dim) = "
-                     f"{expected[0]} or (seq, head_dim) = {expected[2]}")
+                     lambda name=name, t=t: f"{name} has shape {tuple(t.shape)}; expected (batch, "
+                     f"seq, head_dim) = {expected[0]} or (seq, head_dim) = {expected[2]}")
         checks.shape("rope", not t.requires_grad,
-                     f"{name} requires grad; rope treats cos and sin as constants (detach them)")
+                     lambda name=name: f"{name} requires grad; rope treats cos and sin as "
+                     "constants (detach them)")
+    if not torch.compiler.is_compiling() and not simulating():
+        # Eager fast path: the composite itself, whose autograd is the transposed rotation. A
+        # custom op's dispatch costs more than the rotation at model sizes (~70 us a call here,
+        # measured), which made models slower with the library than without it. Compiled graphs
+        # and simulate mode keep the op (one node; the NKI kernel).
+        return _composite(q, k, cos, sin, False)
     return rope_op(q, k, cos, sin, False)
