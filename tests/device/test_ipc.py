@@ -71,7 +71,7 @@ def test_a_consumer_killed_while_holding_a_tensor_leaks_nothing_in_the_survivor(
     p.join(TIMEOUT)
     assert p.exitcode == -signal.SIGKILL
     assert_close(x.cpu(), torch.full((1024,), 2.0))  # the survivor's tensor is intact
-    del x
+    del x  # the kernel dropped the dead receiver's hold: the sender frees at once
     assert torch.neuron.memory_allocated() == baseline
 
 
@@ -200,20 +200,3 @@ def test_memory_the_sender_dropped_stays_counted_there_until_the_receiver_lets_g
     inbox.put(None)
     p.join(TIMEOUT)
     assert p.exitcode == 0
-
-
-def test_memory_held_by_a_killed_receiver_is_collected_in_the_sender():
-    torch.neuron.empty_cache()
-    baseline = torch.neuron.memory_allocated()
-    x = torch.full((1024,), 2.0, device="neuron")
-    inbox = CTX.Queue()
-    receiver, sender = CTX.Pipe(duplex=False)
-    p = CTX.Process(target=_dies_holding, args=(inbox, sender))
-    p.start()
-    inbox.put(x)
-    assert receiver.poll(TIMEOUT) and receiver.recv() == 2048.0
-    p.join(TIMEOUT)
-    assert p.exitcode == -signal.SIGKILL
-    del x  # the receiver died holding it: the kernel dropped its hold
-    torch.neuron.ipc_collect()
-    assert torch.neuron.memory_allocated() == baseline
