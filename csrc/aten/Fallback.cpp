@@ -113,8 +113,14 @@ c10::IValue to_cpu_aliases(const c10::IValue& v, AliasSession& session) {
   return map_tensors(v, [&](const at::Tensor& t) { return is_neuron(t) ? session.to_cpu(t) : t; });
 }
 
-c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session) {
-  return map_tensors(v, [&](const at::Tensor& t) { return session.to_neuron(t); });
+// A quantized CPU result (quantize_per_tensor of a neuron tensor) would become a neuron tensor of
+// a quantized dtype without its quantizer: refused by the op's name instead.
+c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session,
+                              const c10::OperatorName& op) {
+  return map_tensors(v, [&](const at::Tensor& t) {
+    if (t.is_quantized()) refuse_quantized(op);
+    return session.to_neuron(t);
+  });
 }
 
 }  // namespace
@@ -199,13 +205,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   const std::size_t num_returns = schema.returns().size();
   const std::size_t rbegin = stack->size() - num_returns;
   for (std::size_t i = 0; i < num_returns; ++i) {
-    for_each_tensor((*stack)[rbegin + i], [&](const at::Tensor& t) {
-      if (t.is_quantized()) refuse_quantized(op.operator_name());
-    });
-  }
-  for (std::size_t i = 0; i < num_returns; ++i) {
     c10::IValue& v = (*stack)[rbegin + i];
-    v = to_neuron_results(v, session);
+    v = to_neuron_results(v, session, op.operator_name());
   }
   if (activity.active()) activity.outputs(&(*stack)[rbegin], num_returns);
 }

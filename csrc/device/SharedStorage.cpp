@@ -68,14 +68,11 @@ std::size_t collect_released() {
   std::vector<SharedBlock*> done;
   {
     std::lock_guard<std::mutex> lock(g_pending_mutex);
-    auto still_held = [&](SharedBlock* b) {
-      if (rt::hbm_shared_elsewhere(b->block)) return true;
-      done.push_back(b);
-      return false;
-    };
-    g_pending.erase(std::remove_if(g_pending.begin(), g_pending.end(),
-                                   [&](SharedBlock* b) { return !still_held(b); }),
-                    g_pending.end());
+    auto released = std::partition(g_pending.begin(), g_pending.end(), [](SharedBlock* b) {
+      return rt::hbm_shared_elsewhere(b->block);
+    });
+    done.assign(released, g_pending.end());
+    g_pending.erase(released, g_pending.end());
   }
   for (SharedBlock* b : done) free_owned(b);  // outside the lock: frees take the allocator's
   return done.size();

@@ -57,7 +57,7 @@ def _histc_and_fill(x):
 
 
 CASES = {
-    # name: (function, shape at size n, a dim index that varies, whether autograd is checked)
+    # name: (function, the input's shape at size n, the dimension that varies)
     "arithmetic": (_arith, lambda n: (n, 4), 0),
     "matmul": (_matmuls, lambda n: (n, 8), 0),
     "convolution": (_conv, lambda n: (n, 3, 6, 6), 0),

@@ -148,9 +148,7 @@ def test_amp_custom_fwd_bwd_aliases():
             return 2 * x * grad
 
     with pytest.warns(FutureWarning, match="device_type='neuron'"):
-        Square.forward = staticmethod(torch.neuron.amp.custom_fwd(Square.forward.__func__
-                                                                   if hasattr(Square.forward, "__func__")
-                                                                   else Square.forward))
+        Square.forward = staticmethod(torch.neuron.amp.custom_fwd(Square.forward))
     with pytest.warns(FutureWarning, match="device_type='neuron'"):
         Square.backward = staticmethod(torch.neuron.amp.custom_bwd(Square.backward))
     x = torch.tensor([1.0, -2.0], device="neuron", requires_grad=True)
