@@ -41,12 +41,14 @@ def test_the_full_head_dim_profile_keeps_each_head_and_shrinks_their_number():
     assert shrink_dict(d)["hidden_size"] == 64  # the first profile is unchanged
 
 
-def test_rotary_sections_sized_from_head_dim_take_the_second_profile():
-    # qwen2_vl_text's model code splits the rotary dims in sections of the full-size head_dim:
-    # the first profile fails on the CPU, the second runs and passes on neuron.
+def test_rotary_sections_the_defaults_leave_out_are_sized_for_the_shrunk_head():
+    # qwen2_vl_text's config declares mrope_section but its defaults leave it out, and the model
+    # code falls back to sections of the full-size head: the battery adds sections that sum to
+    # the shrunk rotary half, so the first profile runs, and passes on neuron.
     model, _, profile, every_modality = build_tiny(by_type("qwen2_vl_text"))
-    assert (profile, every_modality) == ("full head_dim", False)
-    assert model.config.hidden_size // model.config.num_attention_heads == 128
+    assert (profile, every_modality) == ("small heads", False)
+    head_dim = model.config.hidden_size // model.config.num_attention_heads
+    assert sum(model.config.rope_parameters["mrope_section"]) == head_dim // 2
     rec = check(by_type("qwen2_vl_text"))
     assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
 

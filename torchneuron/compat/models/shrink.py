@@ -122,7 +122,8 @@ def _shrink_int(key: str, value: int) -> int:
         return min(value, EXPERTS)
     if key in _TOPK_KEYS:
         return min(value, EXPERTS_PER_TOKEN)
-    if key in ("n_group", "topk_group", "n_shared_experts", "num_shared_experts"):
+    if key in ("n_group", "topk_group", "n_shared_experts", "num_shared_experts", "num_group",
+               "num_expert_group"):
         return min(value, 1)
     if key in _POSITION_KEYS:
         return min(value, MAX_POSITIONS)
@@ -169,6 +170,34 @@ def _per_layer(value: dict, keep: list[int]) -> dict | None:
         return None
     return {str(new): value[k] for new, old in enumerate(keep)
             for k in value if int(k) == old}
+
+
+# Multi-head latent attention (DeepSeek-V2/V3 style) splits a query head into a part with and a
+# part without rotary embedding; the config stores their sum, and head_dim is one of the parts.
+_HEAD_PARTS = ("qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _derive_head_sizes(d: dict, out: dict) -> None:
+    """Sizes the full-size defaults derive from others are derived again from the shrunk ones:
+    qk_head_dim is the sum of its rotary and non-rotary parts; head_dim is the part it equals
+    in the defaults, else hidden_size // num_attention_heads (also where the default leaves it
+    None, which the config documents as that quotient); key/value heads equal to the query heads
+    in the defaults (no grouped-query attention) stay equal."""
+    if all(isinstance(out.get(k), int) for k in ("qk_nope_head_dim", "qk_rope_head_dim")) \
+            and isinstance(out.get("qk_head_dim"), int):
+        out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
+    if "head_dim" in out and (out["head_dim"] is None or isinstance(out["head_dim"], int)) \
+            and isinstance(hidden, int) and isinstance(heads, int) and heads:
+        part = next((k for k in _HEAD_PARTS if isinstance(d.get(k), int)
+                     and d.get("head_dim") == d[k]), None)
+        out["head_dim"] = out[part] if part else max(1, hidden // heads)
+    kv = next((k for k in _KV_HEAD_KEYS if k in d), None)
+    if kv and isinstance(heads, int) and d[kv] in (None, d.get("num_attention_heads")):
+        out[kv] = heads  # None is documented as "as many as num_attention_heads"
+    topk = next((k for k in _TOPK_KEYS if k in d and d[k] is None), None)
+    if topk and any(isinstance(out.get(k), int) for k in _EXPERT_KEYS):
+        out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
 
 
 def _keep_head_dim(d: dict, out: dict) -> None:
@@ -223,10 +252,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
         out["num_layers"] = len(out["depths"])  # stage count, not depth: stays as the list says
     for key in ("out_features", "out_indices", "stage_names"):
         out.pop(key, None)  # backbone outputs name stages; let the config derive them again
-    # head_dim is derived from the full-size defaults; recompute it from the shrunk sizes.
-    hidden, heads = out.get("hidden_size"), out.get("num_attention_heads")
-    if isinstance(out.get("head_dim"), int) and isinstance(hidden, int) and isinstance(heads, int):
-        out["head_dim"] = max(1, hidden // heads)
+    _derive_head_sizes(d, out)
     if profile.endswith("full head_dim"):
         _keep_head_dim(d, out)
     _remap_token_ids(out)
@@ -283,6 +309,27 @@ _TIED_SIZE = re.compile(
 MAX_TIED_SIZE_REPAIRS = 4
 
 
+# The same rule said without the sizes: "adapter_in_dim must match hidden_size".
+_TIED_NAMES = re.compile(r"`?(?P<key>[A-Za-z_]\w*)`? must (?:match|equal) `?(?P<other>[A-Za-z_]\w*)`?$",
+                         re.MULTILINE)
+
+
+def _set_tied_name(d: dict, key: str, other: str) -> bool:
+    """Sets `key` to the value of `other` in the (sub-)config dict that has both."""
+    if isinstance(d.get(key), int) and isinstance(d.get(other), int) and d[key] != d[other]:
+        d[key] = d[other]
+        return True
+    return any(_set_tied_name(v, key, other) for v in d.values() if isinstance(v, dict))
+
+
+def _repair_tied_size(small: dict, message: str) -> bool:
+    tied = _TIED_SIZE.search(message)
+    if tied:
+        return _set_tied_size(small, tied["key"], int(tied["got"]), int(tied["want"]))
+    named = _TIED_NAMES.search(message)
+    return bool(named) and _set_tied_name(small, named["key"], named["other"])
+
+
 def _set_tied_size(d: dict, key: str, got: int, want: int) -> bool:
     """Sets `key` (a dotted path from this config or from one of its sub-configs) from `got`
     to `want`."""
@@ -294,6 +341,35 @@ def _set_tied_size(d: dict, key: str, got: int, want: int) -> bool:
         node[leaf] = want
         return True
     return any(_set_tied_size(v, key, got, want) for v in d.values() if isinstance(v, dict))
+
+
+MROPE_SPLIT = (1, 1, 1)  # temporal, height, width: any split whose sum is the rotary half
+
+
+def _add_rotary_sections(config_class, d: dict) -> None:
+    """A config class that declares `mrope_section` (multimodal rotary sections: time, height,
+    width) but whose defaults leave it out gets sections that sum to half the shrunk rotary
+    dimension; the model's own fallback is sized for the full head."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    for name, sub_class in (getattr(config_class, "sub_configs", None) or {}).items():
+        sub = d.get(name)
+        if isinstance(sub, dict) and sub.get("model_type") in CONFIG_MAPPING:
+            sub_class = CONFIG_MAPPING[sub["model_type"]]  # AutoConfig: the dict names its class
+        if isinstance(sub, dict) and isinstance(sub_class, type):
+            _add_rotary_sections(sub_class, sub)
+    rope = d.get("rope_parameters")
+    if "mrope_section" not in getattr(config_class, "ignore_keys_at_rope_validation", ()) \
+            or not isinstance(rope, dict) or "mrope_section" in rope:
+        return
+    head_dim = d.get("head_dim")
+    if not isinstance(head_dim, int):
+        hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
+        if not (isinstance(hidden, int) and isinstance(heads, int) and heads):
+            return
+        head_dim = hidden // heads
+    rotary = int(head_dim * rope.get("partial_rotary_factor", d.get("partial_rotary_factor") or 1.0))
+    rope["mrope_section"] = _scaled_sections(list(MROPE_SPLIT), rotary // 2)
 
 
 def _messages(e: BaseException) -> str:
@@ -313,14 +389,13 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
     config_class = CONFIG_MAPPING[model_type]
     full = config_class().to_dict()
     small = shrink_dict(full, profile)
+    _add_rotary_sections(config_class, small)
     small.pop("transformers_version", None)
     small.pop("model_type", None)
     for _ in range(MAX_TIED_SIZE_REPAIRS):
         try:
             return config_class.from_dict(small)
         except Exception as e:  # noqa: BLE001 - validation errors come wrapped (strict dataclasses)
-            tied = _TIED_SIZE.search(_messages(e))
-            if not (tied and _set_tied_size(small, tied["key"], int(tied["got"]),
-                                            int(tied["want"]))):
+            if not _repair_tied_size(small, _messages(e)):
                 raise
     return config_class.from_dict(small)

@@ -1,0 +1,65 @@
+"""Sizes a config derives from others are derived again after shrinking: multi-head latent
+attention's qk_head_dim is the sum of its parts and head_dim the part it equals, key/value
+heads equal to the query heads stay equal (None means equal), an unset top-k gets a value where
+experts exist, expert groups fit the shrunk expert count, validation rules that name two sizes
+without values are followed, and multimodal rotary sections that the defaults leave out are sized
+for the shrunk head."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from torchneuron.compat.models.shrink import (  # noqa: E402
+    HEADS, _add_rotary_sections, _repair_tied_size, shrink_dict)
+
+
+def test_latent_attention_head_parts_stay_consistent():
+    d = {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
+         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "qk_head_dim": 192,
+         "head_dim": 64}
+    out = shrink_dict(d)
+    assert out["qk_head_dim"] == out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    assert out["head_dim"] == out["qk_rope_head_dim"]  # the part head_dim equals by default
+    assert out["num_key_value_heads"] == out["num_attention_heads"] == HEADS
+
+
+def test_head_dim_left_none_is_the_quotient_and_grouped_kv_heads_stay_grouped():
+    out = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "head_dim": None,
+                       "num_key_value_heads": None})
+    assert out["head_dim"] == 64 // HEADS and out["num_key_value_heads"] == HEADS
+    gqa = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8})
+    assert gqa["num_key_value_heads"] < gqa["num_attention_heads"]
+
+
+def test_unset_top_k_gets_a_value_only_where_experts_exist():
+    assert shrink_dict({"n_routed_experts": 64, "num_experts_per_tok": None})[
+        "num_experts_per_tok"] == 2
+    assert shrink_dict({"num_experts_per_tok": None})["num_experts_per_tok"] is None
+    assert shrink_dict({"num_experts": 256, "num_group": 8})["num_group"] == 1
+
+
+def test_a_rule_that_names_two_sizes_is_followed_and_an_unknown_one_is_not():
+    small = {"hidden_size": 64, "adapter": {"adapter_in_dim": 1024, "hidden_size": 64}}
+    assert _repair_tied_size(small, "adapter_in_dim must match hidden_size")
+    assert small["adapter"]["adapter_in_dim"] == 64
+    assert not _repair_tied_size(small, "vision width must match the text hidden size")
+    assert not _repair_tied_size(small, "adapter_in_dim must match hidden_size")  # already equal
+
+
+def test_declared_rotary_sections_are_added_for_the_shrunk_head():
+    class TextConfig:
+        ignore_keys_at_rope_validation = {"mrope_section"}
+
+    class Config:
+        sub_configs = {"text_config": TextConfig}
+
+    d = {"text_config": {"hidden_size": 64, "num_attention_heads": 4,
+                         "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+         "rope_parameters": {"rope_type": "default"}}
+    _add_rotary_sections(Config, d)
+    assert sum(d["text_config"]["rope_parameters"]["mrope_section"]) == 16 * 0.5 // 2
+    assert "mrope_section" not in d["rope_parameters"]  # Config itself does not declare it
+    given = {"hidden_size": 64, "num_attention_heads": 4,
+             "rope_parameters": {"mrope_section": [1, 1, 2]}}
+    _add_rotary_sections(TextConfig, given)
+    assert given["rope_parameters"]["mrope_section"] == [1, 1, 2]  # a given section stays
