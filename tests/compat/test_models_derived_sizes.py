@@ -63,3 +63,34 @@ def test_declared_rotary_sections_are_added_for_the_shrunk_head():
              "rope_parameters": {"mrope_section": [1, 1, 2]}}
     _add_rotary_sections(TextConfig, given)
     assert given["rope_parameters"]["mrope_section"] == [1, 1, 2]  # a given section stays
+
+
+def test_per_layer_head_counts_shrink_with_the_heads():
+    d = {"num_hidden_layers": 4, "num_attention_heads": 16,
+         "num_key_value_heads_per_layer": [16, 16, 8, 8]}
+    out = shrink_dict(d)
+    assert out["num_key_value_heads_per_layer"] == [2, 2]  # layers 0 and 2, kv heads shrunk
+
+
+def test_the_full_image_profile_keeps_image_patch_and_window_and_shrinks_widths():
+    d = {"image_size": 224, "patch_size": 4, "window_size": 7, "embed_dim": 96,
+         "depths": [2, 2, 6, 2], "num_groups": 32}
+    out = shrink_dict(d, "every width, full image")
+    assert (out["image_size"], out["patch_size"], out["window_size"]) == (224, 4, 7)
+    assert out["embed_dim"] == 64 and out["depths"] == [1, 1, 1, 1] and out["num_groups"] == 8
+    assert shrink_dict(d)["image_size"] == 32  # the first profile shrinks the image
+
+
+def test_a_vocabulary_left_unset_gets_the_tiny_one():
+    assert shrink_dict({"vocab_size": None})["vocab_size"] == 256
+
+
+def test_a_text_head_of_a_composite_type_gets_the_sub_config_of_its_class():
+    from transformers import Llama4Config, Llama4ForCausalLM, Llama4TextConfig
+
+    from torchneuron.compat.models.check import _config_for
+
+    config = Llama4Config()
+    assert isinstance(_config_for(Llama4ForCausalLM, config), Llama4TextConfig)
+    text = Llama4TextConfig()
+    assert _config_for(Llama4ForCausalLM, text) is text

@@ -215,3 +215,10 @@ def test_spectrogram_transformers_get_frames_by_mel_bins():
 
     gen = torch.Generator().manual_seed(0)
     assert main_input(SpectrogramModel(), gen)["input_values"].shape == (2, 100, 128)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "glm4v_text", "swin", "llama4"])
+def test_types_the_derived_sizes_reach_match_the_cpu(model_type):
+    rec = check(by_type(model_type))
+    assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]

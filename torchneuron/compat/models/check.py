@@ -159,6 +159,20 @@ class Run:
         return True
 
 
+def _config_for(cls, config):
+    """The config the head class is written for (its `config_class`): a multimodal type whose
+    auto mapping pairs its composite config with a text-only head (Llama4ForCausalLM takes
+    Llama4TextConfig) hands the head the sub-config of that class, as checkpoints do."""
+    wanted = getattr(cls, "config_class", None)
+    if not isinstance(wanted, type) or isinstance(config, wanted):
+        return config
+    for name in getattr(config, "sub_configs", None) or {}:
+        sub = getattr(config, name, None)
+        if isinstance(sub, wanted):
+            return sub
+    return config
+
+
 def _build(arch: Architecture, profile: str):
     import transformers
 
@@ -168,6 +182,7 @@ def _build(arch: Architecture, profile: str):
     if arch.head == "causal_lm" and hasattr(config, "is_decoder") and not config.is_encoder_decoder:
         config.is_decoder = True  # encoder models used as LM heads (BertLMHeadModel) need it
     cls = getattr(transformers, arch.class_name)
+    config = _config_for(cls, config)
     with torch.device("meta"):
         n = sum(p.numel() for p in cls(config).parameters())
     if n > MAX_PARAMETERS:

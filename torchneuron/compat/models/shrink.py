@@ -82,7 +82,10 @@ def _kept_layers(d: dict, layers_before: int | None) -> list[int]:
 
 def _shrink_list(key: str, value: list, layers_before: int | None, keep: list[int]) -> list:
     if layers_before and len(value) == layers_before and len(value) > LAYERS:
-        return [value[i] for i in keep]  # per-layer settings follow the kept layers
+        kept = [value[i] for i in keep]  # per-layer settings follow the kept layers
+        if "heads" in key and all(isinstance(v, int) for v in kept):  # heads of each layer
+            return [min(v, KV_HEADS if "key_value" in key or "kv" in key else HEADS) for v in kept]
+        return kept
     if key == "image_size" and all(isinstance(v, int) for v in value):
         return [min(v, IMAGE_SIZE) for v in value]
     if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
@@ -217,7 +220,11 @@ def _keep_head_dim(d: dict, out: dict) -> None:
         out["intermediate_size"] = 2 * head_dim
 
 
-PROFILES = ("small heads", "full head_dim", "every width", "every width, full head_dim")
+PROFILES = ("small heads", "full head_dim", "every width", "every width, full head_dim",
+            "every width, full image")
+# The last profile keeps the default image (size, patch, windows): relative position tables,
+# window partitions and feature-map strides of many vision towers are sized from it.
+_IMAGE_KEYS = {"image_size", "patch_size", "window_size", "img_size", "input_size"}
 
 
 def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]:
@@ -229,11 +236,15 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
     for key, value in d.items():
         if not isinstance(key, str):
             out[key] = value  # id2label and friends: int keys, nothing to shrink
+        elif profile.endswith("full image") and key in _IMAGE_KEYS:
+            out[key] = value
         elif isinstance(value, dict) and layers_before and _per_layer(value, keep) is not None:
             out[key] = {k: shrink_dict(v, profile) if isinstance(v, dict) else v
                         for k, v in _per_layer(value, keep).items()}
         elif isinstance(value, dict):
             out[key] = shrink_dict(value, profile)
+        elif value is None and key == "vocab_size":
+            out[key] = VOCAB  # left unset by defaults whose checkpoints always set it (ESM)
         elif isinstance(value, bool) or value is None:
             out[key] = value
         elif isinstance(value, int):
