@@ -94,3 +94,33 @@ def test_a_text_head_of_a_composite_type_gets_the_sub_config_of_its_class():
     assert isinstance(_config_for(Llama4ForCausalLM, config), Llama4TextConfig)
     text = Llama4TextConfig()
     assert _config_for(Llama4ForCausalLM, text) is text
+
+
+def test_a_width_that_equals_hidden_size_in_the_defaults_follows_it():
+    out = shrink_dict({"hidden_size": 128, "codebook_dim": 128, "codebook_size": 1024,
+                       "upsampling_ratios": [8, 5]})
+    assert out["codebook_dim"] == 64 and out["codebook_size"] == 1024
+
+
+def test_audio_inputs_have_a_second_layout_with_channels_or_features_first():
+    import torch
+
+    from torchneuron.compat.models.inputs import _audio_transposed
+
+    inputs = {"input_values": torch.zeros(2, 4000), "input_features": torch.zeros(2, 64, 80),
+              "input_ids": torch.zeros(2, 8, dtype=torch.long)}
+    out = _audio_transposed(inputs)
+    assert out["input_values"].shape == (2, 1, 4000)
+    assert out["input_features"].shape == (2, 80, 64)
+    assert out["input_ids"] is inputs["input_ids"]
+    codec = _audio_transposed({"input_values": torch.zeros(2, 2, 4000)})
+    assert codec["input_values"].shape == (2, 2, 4000)  # already has its channels
+
+
+def test_a_convolutional_audio_encoder_runs_in_the_second_layout():
+    from torchneuron.compat.models.catalog import by_type
+    from torchneuron.compat.models.check import build_tiny
+
+    *_, every_modality, layout = build_tiny(by_type("omniasr_ctc"))
+    assert layout == "audio transposed"
+    assert build_tiny(by_type("wav2vec2"))[-1] == "as documented"  # the first layout still first

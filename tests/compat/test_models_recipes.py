@@ -45,7 +45,7 @@ def test_rotary_sections_the_defaults_leave_out_are_sized_for_the_shrunk_head():
     # qwen2_vl_text's config declares mrope_section but its defaults leave it out, and the model
     # code falls back to sections of the full-size head: the battery adds sections that sum to
     # the shrunk rotary half, so the first profile runs, and passes on neuron.
-    model, _, profile, every_modality = build_tiny(by_type("qwen2_vl_text"))
+    model, _, profile, every_modality, _ = build_tiny(by_type("qwen2_vl_text"))
     assert (profile, every_modality) == ("small heads", False)
     head_dim = model.config.hidden_size // model.config.num_attention_heads
     assert sum(model.config.rope_parameters["mrope_section"]) == head_dim // 2
@@ -54,7 +54,7 @@ def test_rotary_sections_the_defaults_leave_out_are_sized_for_the_shrunk_head():
 
 
 def test_a_dual_encoder_gets_an_input_per_declared_modality():
-    model, _, profile, every_modality = build_tiny(by_type("altclip"))
+    model, _, profile, every_modality, _ = build_tiny(by_type("altclip"))
     assert every_modality and set(model.input_modalities) == {"image", "text"}
     inputs = modality_inputs(model, torch.Generator().manual_seed(0))
     assert set(inputs) == {"input_ids", "attention_mask", "pixel_values"}
@@ -123,7 +123,7 @@ def test_the_every_width_profile_shrinks_projections_groups_and_compound_scaling
 
 
 def test_video_models_get_clips_with_the_configs_frame_count():
-    model, _, _, _ = build_tiny(by_type("videomae"))
+    model, _, _, _, _ = build_tiny(by_type("videomae"))
     clip = main_input(model, torch.Generator().manual_seed(0))["pixel_values"]
     config = model.config
     assert clip.shape == (2, config.num_frames, config.num_channels, config.image_size,
@@ -131,13 +131,13 @@ def test_video_models_get_clips_with_the_configs_frame_count():
 
 
 def test_time_series_models_get_past_values_of_the_context_length():
-    model, _, _, _ = build_tiny(by_type("patchtst"))
+    model, _, _, _, _ = build_tiny(by_type("patchtst"))
     past = main_input(model, torch.Generator().manual_seed(0))["past_values"]
     assert past.shape == (2, model.config.context_length, model.config.num_input_channels)
 
 
 def test_grid_vision_towers_get_flattened_patches_and_each_images_grid():
-    model, _, _, _ = build_tiny(by_type("qwen2_5_vl_vision"))
+    model, _, _, _, _ = build_tiny(by_type("qwen2_5_vl_vision"))
     inputs = main_input(model, torch.Generator().manual_seed(0))
     c = model.config
     merge = c.spatial_merge_size
@@ -187,7 +187,7 @@ def test_the_cpu_probe_leaves_the_model_as_built():
     # Mimi's codebook caches a derived tensor in a plain attribute at its first forward, which
     # .to("neuron") does not move: the probe that picks the recipe runs on a copy, so the model
     # the stages copy to neuron has not run yet, as one loaded from a checkpoint.
-    model, _, _, _ = build_tiny(by_type("mimi"))
+    model, _, _, _, _ = build_tiny(by_type("mimi"))
     assert all(m._embed is None for m in model.modules() if hasattr(m, "_embed"))
     rec = check(by_type("mimi"))
     assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]

@@ -19,7 +19,7 @@ import torch
 from ..judge import Mismatch, compare_leaves
 from ..random_draws import RandomDraws
 from .catalog import Architecture
-from .inputs import forward_inputs, labels, main_input
+from .inputs import AUDIO_INPUTS, LAYOUTS, forward_inputs, labels, main_input
 
 MAX_PARAMETERS = 40_000_000  # above this a shrink rule missed a size; fixed-size parts (SAM2's Hiera) stay below
 NEW_TOKENS = 8
@@ -198,21 +198,30 @@ def _build(arch: Architecture, profile: str):
     return model, n
 
 
-def _runs_on_cpu(model, arch: Architecture, every_modality: bool) -> bool:
+def _takes_audio(model, arch: Architecture) -> bool:
+    try:
+        inputs = forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED), True)
+    except Exception:  # noqa: BLE001 - no recipe: no audio either
+        return False
+    return any(name in inputs for name in AUDIO_INPUTS)
+
+
+def _runs_on_cpu(model, arch: Architecture, every_modality: bool, layout: str) -> bool:
     try:
         with torch.no_grad():
             model(**forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED),
-                                   every_modality))
+                                   every_modality, layout))
         return True
     except Exception:  # noqa: BLE001 - this shrink profile does not fit the model: try the next
         return False
 
 
 def build_tiny(arch: Architecture):
-    """(model, parameters, profile, every_modality): the first shrink profile, and input recipe
-    (the main input alone, then one input per declared modality), whose model builds and runs
-    forward on the CPU; else the first model that builds (its forward then fails as the report's
-    cause), else the first profile's build error."""
+    """(model, parameters, profile, every_modality, layout): the first shrink profile, input
+    recipe (the main input alone, then one input per declared modality) and, for audio, input
+    layout (inputs.LAYOUTS), whose model builds and runs forward on the CPU; else the first model
+    that builds (its forward then fails as the report's cause), else the first profile's build
+    error."""
     from .shrink import PROFILES
 
     fallback = None
@@ -221,15 +230,18 @@ def build_tiny(arch: Architecture):
             model, n = _build(arch, profile)
         except Exception:  # noqa: BLE001 - the next profile may build
             continue
-        for every_modality in (False, True):
-            # The probe runs a copy: a model that caches derived tensors in plain attributes at
-            # its first forward (Mimi's codebook) would keep them on the CPU through .to().
-            if _runs_on_cpu(copy.deepcopy(model), arch, every_modality):
-                return model, n, profile, every_modality
-        fallback = fallback or (model, n, profile, False)
+        layouts = LAYOUTS if _takes_audio(model, arch) else LAYOUTS[:1]
+        for layout in layouts:
+            for every_modality in (False, True):
+                # The probe runs a copy: a model that caches derived tensors in plain attributes
+                # at its first forward (Mimi's codebook) would keep them on the CPU through .to().
+                if _runs_on_cpu(copy.deepcopy(model), arch, every_modality, layout):
+                    return model, n, profile, every_modality, layout
+        fallback = fallback or (model, n, profile, False, LAYOUTS[0])
     if fallback is not None:
         return fallback
-    return (*_build(arch, PROFILES[0]), PROFILES[0], False)  # raises the first profile's error
+    # raises the first profile's error
+    return (*_build(arch, PROFILES[0]), PROFILES[0], False, LAYOUTS[0])
 
 
 def check(arch: Architecture) -> dict[str, Any]:
@@ -239,8 +251,8 @@ def check(arch: Architecture) -> dict[str, Any]:
     models: dict[str, Any] = {}
 
     def build_cpu():
-        models["cpu"], rec["parameters"], rec["shrink_profile"], rec["every_modality"] = \
-            build_tiny(arch)
+        models["cpu"], rec["parameters"], rec["shrink_profile"], rec["every_modality"], \
+            rec["input_layout"] = build_tiny(arch)
 
     def build_neuron(_):
         models["neuron"] = run.on_neuron(lambda: copy.deepcopy(models["cpu"]).to("neuron"))
@@ -252,7 +264,8 @@ def check(arch: Architecture) -> dict[str, Any]:
     inputs: dict[str, torch.Tensor] = {}
 
     def forward_cpu():
-        inputs.update(forward_inputs(cpu_model, arch.head, gen, rec["every_modality"]))
+        inputs.update(forward_inputs(cpu_model, arch.head, gen, rec["every_modality"],
+                                     rec["input_layout"]))
         with torch.no_grad():
             return tensors(cpu_model(**inputs))
 
@@ -304,7 +317,8 @@ def check(arch: Architecture) -> dict[str, Any]:
                                   do_sample=False, num_beams=1)
 
     def generate_cpu():
-        gen_inputs.update(main_input(cpu_model, torch.Generator().manual_seed(SEED + 2)))
+        gen_inputs.update(main_input(cpu_model, torch.Generator().manual_seed(SEED + 2),
+                                     layout=rec["input_layout"]))
         return generate(cpu_model, "cpu")
 
     def generate_neuron(expected):

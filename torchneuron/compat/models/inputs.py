@@ -127,8 +127,36 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
     return {name: patches, "grid_thw": grid}
 
 
-def main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str, torch.Tensor]:
-    """The model's main input (and attention mask) from its config; or the input `name`."""
+# Audio comes in two layouts that configs do not tell apart: raw samples as (batch, samples) or
+# with a channel axis, (batch, 1, samples), for convolutional codecs; features as (batch,
+# frames, features) or Whisper's (batch, features, frames). The battery tries the first, then
+# the second (check.build_tiny records which ran).
+LAYOUTS = ("as documented", "audio transposed")
+AUDIO_INPUTS = ("input_values", "input_features")
+
+
+def _audio_transposed(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = dict(inputs)
+    for name in AUDIO_INPUTS:
+        x = out.get(name)
+        if x is None:
+            continue
+        if name == "input_values" and x.dim() == 2:
+            out[name] = x.unsqueeze(1)  # one channel
+        elif name == "input_features" and x.dim() == 3:
+            out[name] = x.transpose(1, 2).contiguous()
+    return out
+
+
+def main_input(model, gen: torch.Generator, name: str | None = None,
+               layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
+    """The model's main input (and attention mask) from its config, or the input `name`, in
+    one of LAYOUTS."""
+    inputs = _main_input(model, gen, name)
+    return _audio_transposed(inputs) if layout == "audio transposed" else inputs
+
+
+def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str, torch.Tensor]:
     config, name = model.config, name or _main_input_name(model)
     if name in ("hidden_states", "pixel_values") and _named(model, "grid_thw"):
         return _patches_on_a_grid(model, name, gen)
@@ -152,14 +180,14 @@ def main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str
         if isinstance(channels, int):  # codecs take (batch, channels, samples)
             return {name: torch.randn(BATCH, channels, AUDIO_SAMPLES, generator=gen)}
         return {name: torch.randn(BATCH, AUDIO_SAMPLES, generator=gen)}
-    if name == "input_features":
+    if name == "input_features" or name.endswith("_mel"):  # log-mel features by any name
         mel_bins = _sub(config, "num_mel_bins")
         source_positions = _sub(config, "max_source_positions")
         if isinstance(mel_bins, int) and isinstance(source_positions, int):
             # Whisper-style encoders: (batch, mel bins, 2 frames per encoder position).
             return {name: torch.randn(BATCH, mel_bins, 2 * source_positions, generator=gen)}
         per_frame = _sub(config, "input_feat_per_channel", "feature_size", "num_mel_bins",
-                         "input_dim")
+                         "input_dim", "input_feat_size")
         if isinstance(per_frame, int):
             channels = _sub(config, "input_channels") or 1
             return {name: torch.randn(BATCH, FEATURE_FRAMES, per_frame * channels, generator=gen)}
@@ -188,7 +216,7 @@ def _required(model) -> list[str]:
             if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
-def modality_inputs(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
+def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """An input for every modality the model declares (`input_modalities`) that its forward
     takes by name: dual encoders (CLIP-like) need text and image together; then any input
     forward requires that has a recipe (a Q-Former's own token ids)."""
@@ -199,24 +227,25 @@ def modality_inputs(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
             continue  # image-and-video models take clips only beside tokens that place them
         for name in MODALITY_INPUTS.get(modality, ()):
             if _named(model, name) and name not in inputs:
-                inputs.update(main_input(model, gen, name))
+                inputs.update(main_input(model, gen, name, layout))
                 break
     for name in _required(model):
         if name not in inputs:
             try:
-                inputs.update(main_input(model, gen, name))
+                inputs.update(main_input(model, gen, name, layout))
             except NoInputRecipe:
                 pass  # forward then names what it misses, which the report keeps as the cause
     return inputs
 
 
-def forward_inputs(model, head: str, gen: torch.Generator,
-                   every_modality: bool = False) -> dict[str, torch.Tensor]:
+def forward_inputs(model, head: str, gen: torch.Generator, every_modality: bool = False,
+                   layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """Main input plus what an encoder-decoder's forward needs (decoder ids); with
-    `every_modality`, an input for each declared modality besides."""
-    inputs = main_input(model, gen)
+    `every_modality`, an input for each declared modality besides; audio in `layout`."""
+    inputs = main_input(model, gen, layout=layout)
     if every_modality:
-        inputs.update({k: v for k, v in modality_inputs(model, gen).items() if k not in inputs})
+        inputs.update({k: v for k, v in modality_inputs(model, gen, layout).items()
+                       if k not in inputs})
     if "attention_mask" in inputs and not _named(model, "attention_mask"):
         del inputs["attention_mask"]
     if getattr(model.config, "is_encoder_decoder", False) and _named(model, "decoder_input_ids"):

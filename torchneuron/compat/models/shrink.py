@@ -178,6 +178,7 @@ def _per_layer(value: dict, keep: list[int]) -> dict | None:
 # Multi-head latent attention (DeepSeek-V2/V3 style) splits a query head into a part with and a
 # part without rotary embedding; the config stores their sum, and head_dim is one of the parts.
 _HEAD_PARTS = ("qk_head_dim", "qk_rope_head_dim", "v_head_dim")
+_WIDTH_NAME = re.compile(r"_(dim|dims|size)$")
 
 
 def _derive_head_sizes(d: dict, out: dict) -> None:
@@ -185,7 +186,8 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
     qk_head_dim is the sum of its rotary and non-rotary parts; head_dim is the part it equals
     in the defaults, else hidden_size // num_attention_heads (also where the default leaves it
     None, which the config documents as that quotient); key/value heads equal to the query heads
-    in the defaults (no grouped-query attention) stay equal."""
+    in the defaults (no grouped-query attention) stay equal; other widths (`*_dim`, `*_size`)
+    no rule shrank that equal hidden_size in the defaults follow it (EnCodec's codebook_dim)."""
     if all(isinstance(out.get(k), int) for k in ("qk_nope_head_dim", "qk_rope_head_dim")) \
             and isinstance(out.get("qk_head_dim"), int):
         out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
@@ -195,6 +197,12 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
         part = next((k for k in _HEAD_PARTS if isinstance(d.get(k), int)
                      and d.get("head_dim") == d[k]), None)
         out["head_dim"] = out[part] if part else max(1, hidden // heads)
+    if isinstance(hidden, int) and isinstance(d.get("hidden_size"), int):
+        for key, value in d.items():  # widths left at their default that equal hidden_size
+            if isinstance(key, str) and _WIDTH_NAME.search(key) and value == d["hidden_size"] \
+                    and isinstance(value, int) and not isinstance(value, bool) \
+                    and out.get(key) == value and value != hidden:
+                out[key] = hidden
     kv = next((k for k in _KV_HEAD_KEYS if k in d), None)
     if kv and isinstance(heads, int) and d[kv] in (None, d.get("num_attention_heads")):
         out[kv] = heads  # None is documented as "as many as num_attention_heads"
