@@ -124,3 +124,28 @@ def test_a_convolutional_audio_encoder_runs_in_the_second_layout():
     *_, every_modality, layout = build_tiny(by_type("omniasr_ctc"))
     assert layout == "audio transposed"
     assert build_tiny(by_type("wav2vec2"))[-1] == "as documented"  # the first layout still first
+
+
+def test_a_layer_period_shrinks_and_its_offset_stays_inside_it():
+    out = shrink_dict({"num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4,
+                       "expert_layer_period": 2, "expert_layer_offset": 1})
+    assert (out["attn_layer_period"], out["attn_layer_offset"]) == (2, 0)
+    assert (out["expert_layer_period"], out["expert_layer_offset"]) == (2, 1)
+
+
+def test_kept_layers_cover_the_attention_kinds_before_the_mlp_kinds():
+    n = 8
+    d = {"num_hidden_layers": n, "mlp_layer_types": ["dense"] + ["sparse"] * (n - 1),
+         "layer_types": ["linear_attention"] * 4 + ["full_attention"] + ["linear_attention"] * 3}
+    out = shrink_dict(d)
+    assert out["layer_types"] == ["linear_attention", "full_attention"]  # layers 0 and 4
+    assert out["mlp_layer_types"] == ["dense", "sparse"]
+
+
+def test_a_mamba2_mixer_keeps_heads_times_width_equal_to_expand_times_hidden():
+    out = shrink_dict({"hidden_size": 4096, "num_heads": 128, "head_dim": 64, "expand": 2,
+                       "n_groups": 8})
+    assert out["num_heads"] * out["head_dim"] == out["expand"] * out["hidden_size"]
+    assert out["num_heads"] % out["n_groups"] == 0
+    other = shrink_dict({"hidden_size": 4096, "num_heads": 32, "head_dim": 64})
+    assert other["head_dim"] == 16  # no expand: not a Mamba-2 mixer, the ordinary rule

@@ -128,6 +128,11 @@ class RandomDraws:
         with _Recorder(self.draws):
             yield
 
+    def discard(self) -> None:
+        """Forgets the draws recorded so far, while recording goes on: a CPU attempt that failed
+        and is retried another way must not leave its draws for neuron to replay."""
+        self.draws.clear()
+
     @contextlib.contextmanager
     def replaying(self) -> Iterator[None]:
         """Nothing to do (and no dispatch mode) when the CPU run drew nothing; raises Mismatch

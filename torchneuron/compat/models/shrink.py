@@ -5,6 +5,7 @@ config class rebuilds (and validates) it, exactly as from_pretrained would."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -50,7 +51,8 @@ _INTERMEDIATE_KEYS = {
 _SMALL_INTERMEDIATE_KEYS = {"moe_intermediate_size", "shared_expert_intermediate_size",
                             "expert_intermediate_size"}
 _EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
-_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k", "moe_k"}
+_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k", "moe_k",
+               "num_experts_per_token", "experts_per_token"}
 _POSITION_KEYS = {"max_position_embeddings", "n_positions", "max_target_positions",
                   "max_source_positions", "n_ctx", "max_seq_len", "max_sequence_length"}
 _DEPTH_KEYS = {"depth", "num_blocks", "n_layers", "n_layer"}
@@ -72,8 +74,12 @@ def _kept_layers(d: dict, layers_before: int | None) -> list[int]:
     keep = list(range(LAYERS))
     if not layers_before or layers_before <= LAYERS:
         return keep
-    for value in d.values():
-        if isinstance(value, list) and len(value) == layers_before:
+    # The attention kinds decide first (linear vs full attention needs a cache of each kind);
+    # MLP kinds (dense/sparse) and others next.
+    lists = sorted((v for v in d.values() if isinstance(v, list)),
+                   key=lambda v: not any("attention" in str(x) for x in v))
+    for value in lists:
+        if len(value) == layers_before:
             other = next((i for i, v in enumerate(value) if v != value[0]), None)
             if other is not None:
                 return [0, other]
@@ -132,6 +138,8 @@ def _shrink_int(key: str, value: int) -> int:
         return min(value, MAX_POSITIONS)
     if key == "num_feat_extract_layers":
         return value  # must equal len(conv_dim); the conv stack stays, only its width shrinks
+    if key.endswith("_layer_period"):
+        return min(value, LAYERS)  # every LAYERS-th layer is of that kind (Jamba's attention)
     if key in _DEPTH_KEYS or _LAYERS.search(key):
         return min(value, LAYERS)
     if _HEAD_DIM.search(key):
@@ -211,6 +219,28 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
         out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
 
 
+# State-space (Mamba-2) mixers: heads x head width equals expand x hidden_size.
+_SSM_HEADS = (("mamba_n_heads", "mamba_d_head", "mamba_expand"), ("num_heads", "head_dim", "expand"),
+              ("n_mamba_heads", "mamba_headdim", "mamba_expand"))
+_SSM_GROUPS = ("n_groups", "mamba_n_groups", "mamba_ngroups")
+
+
+def _derive_ssm_heads(d: dict, out: dict) -> None:
+    """Where the defaults size a Mamba-2 mixer as heads x head width = expand x hidden_size,
+    the shrunk mixer keeps that identity with at most HEADS heads, and its groups divide them."""
+    hidden = out.get("hidden_size")
+    for heads, width, expand in _SSM_HEADS:
+        values = [d.get(k) for k in (heads, width, expand, "hidden_size")]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values) \
+                or values[0] * values[1] != values[2] * values[3] or not isinstance(hidden, int):
+            continue
+        out[heads] = min(out[heads], HEADS)
+        out[width] = max(1, out[expand] * hidden // out[heads])
+        for groups in _SSM_GROUPS:
+            if isinstance(out.get(groups), int) and out[heads] % out[groups]:
+                out[groups] = math.gcd(out[groups], out[heads])
+
+
 def _keep_head_dim(d: dict, out: dict) -> None:
     """The second shrink profile: the full-size head_dim stays (rotary sections, per-head norms
     and fused kernels are sized from it), with two heads of it, instead of shrinking each head."""
@@ -272,8 +302,13 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
     for key in ("out_features", "out_indices", "stage_names"):
         out.pop(key, None)  # backbone outputs name stages; let the config derive them again
     _derive_head_sizes(d, out)
+    _derive_ssm_heads(d, out)
     if profile.endswith("full head_dim"):
         _keep_head_dim(d, out)
+    for key in out:  # an offset inside the shrunk period: the kind still occurs
+        if isinstance(key, str) and key.endswith("_layer_offset") and isinstance(out[key], int) \
+                and isinstance(out.get(key.replace("_offset", "_period")), int):
+            out[key] %= out[key.replace("_offset", "_period")]
     _remap_token_ids(out)
     return out
 
