@@ -134,3 +134,37 @@ def test_custom_ops_on_neuron_run_vllms_cpu_kernels_and_match_the_cpu():
     assert calls == [1] and q.device.type == k.device.type == "neuron"
     torch.testing.assert_close(q.cpu(), expected_q)
     torch.testing.assert_close(k.cpu(), expected_k)
+
+
+def test_greedy_sampling_on_neuron_runs_vllms_cpu_kernel_and_matches_the_cpu(monkeypatch):
+    """Greedy sampling of neuron logits is one `greedy_argmax` call (vLLM CPU's kernel, through
+    the boxed fallback), with vLLM CPU's tokens; other logits keep vLLM's own path."""
+    pytest.importorskip("vllm")
+    from vllm.v1.sample.sampler import Sampler
+
+    from torchneuron.serving import greedy
+
+    greedy.install()
+    assert Sampler.greedy_sample is greedy._greedy_sample
+    greedy.install()  # a second call changes nothing
+    assert Sampler.greedy_sample is greedy._greedy_sample
+
+    torch.manual_seed(0)
+    logits = torch.randn(5, 512)
+    logits[2, 40] = logits[2, 300] = 50.0  # a tie: vLLM CPU's kernel decides it
+    expected = torch.ops._C.greedy_argmax(logits)
+
+    calls = []
+    kernel = torch.ops._C.greedy_argmax
+    monkeypatch.setattr(torch.ops._C, "greedy_argmax",
+                        lambda x: calls.append(x.device.type) or kernel(x), raising=False)
+    tokens = Sampler.greedy_sample(logits.to("neuron"))
+    assert calls == ["neuron"] and tokens.device.type == "neuron"
+    torch.testing.assert_close(tokens.cpu(), expected)
+
+    # CPU logits and non-float32 neuron logits take vLLM's argmax (the kernel takes float32).
+    torch.testing.assert_close(Sampler.greedy_sample(logits), logits.argmax(dim=-1))
+    half = logits.to(torch.bfloat16)
+    torch.testing.assert_close(Sampler.greedy_sample(half.to("neuron")).cpu(),
+                               half.argmax(dim=-1))
+    assert calls == ["neuron"]

@@ -4,7 +4,8 @@ vLLM CPU's runner is the GPU runner with every device buffer replaced by its hos
 keeps the GPU runner's split instead: host buffers are staged and copied to the device each
 step, as on CUDA, so the model, the attention metadata and the sampler all see neuron tensors.
 What it keeps from the CPU runner: no CUDA graphs, no streams (the software NeuronCore is
-synchronous), the CPU's model loading, warm-up and cache-block zeroing.
+synchronous), the CPU's model loading, warm-up and cache-block zeroing, and vLLM CPU's kernels
+where vLLM picks them by platform (custom_ops.py, greedy.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner, _torch_cuda_wrapper
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
-from . import custom_ops
+from . import custom_ops, greedy
 
 
 class NeuronModelRunner(CPUModelRunner):
@@ -23,6 +24,7 @@ class NeuronModelRunner(CPUModelRunner):
             raise ValueError(f"NeuronModelRunner runs on a neuron device, got {device}")
         # Before the model is built: its custom ops pick their kernels at construction.
         custom_ops.install()
+        greedy.install()
         # The GPU runner creates CUDA streams and events at construction; the placeholders
         # stand in for them (nothing is asynchronous to order on this device).
         with _torch_cuda_wrapper():
