@@ -44,16 +44,33 @@ def test_from_hidden_states_without_the_logits(mode, reduction, dtype):
              [hidden, target, weight], differentiable=(0, 2))
 
 
-def test_no_block_larger_than_a_chunk_is_made(monkeypatch, mode):
-    """The hidden form's logits exist only chunk by chunk: every chunk step sees at most
-    CHUNK columns."""
+def test_the_op_makes_no_block_larger_than_a_chunk(monkeypatch, mode):
+    """The op (compiled graphs, simulate mode) holds the hidden form's logits only chunk by
+    chunk: every chunk step sees at most CHUNK columns."""
     widths = []
     stats = module._chunk_stats
     monkeypatch.setattr(module, "_chunk_stats",
                         lambda logits, *a: widths.append(logits.shape[1]) or stats(logits, *a))
     hidden, target = torch.randn(9, 8, device="neuron"), torch.randint(0, 700, (9,))
-    kl.cross_entropy(hidden, target.to("neuron"), torch.randn(700, 8, device="neuron"))
+    module.cross_entropy_op(hidden, target.to("neuron"), torch.randn(700, 8, device="neuron"),
+                            -100, "mean")
     assert widths == [300, 300, 100]
+
+
+def test_the_eager_hidden_form_holds_less_than_the_logits(monkeypatch):
+    """Eager, forward and backward from hidden states stay below one full logits tensor (the
+    composite holds three: logits, log-softmax and their gradient)."""
+    monkeypatch.setattr(module, "CHUNK", 100)  # blocks of 64 * 100 // 700 = 9 rows
+    monkeypatch.setattr(module, "HIDDEN_FUNCTION_MIN_LOGITS", 0)
+    hidden = torch.randn(64, 8, device="neuron", requires_grad=True)
+    weight = torch.randn(700, 8, device="neuron", requires_grad=True)
+    target = torch.randint(0, 700, (64,), device="neuron")
+    torch.neuron.synchronize()
+    base = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    kl.cross_entropy(hidden, target, weight).backward()
+    torch.neuron.synchronize()
+    assert torch.neuron.max_memory_allocated() - base < 64 * 700 * 4
 
 
 def test_reference_is_f_cross_entropy():

@@ -17,7 +17,7 @@ from ..nki import jit
 from ..nki import language as nl
 from ..nki_op import nki_op
 from . import checks
-from .mode import simulating
+from .mode import eager_fast, simulating
 
 
 def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -155,12 +155,43 @@ def _backward(ctx, grad, _grad_rstd):
 rms_norm_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+# ---- eager: the composite, or the hand-written backward where it pays -----------------------------
+
+# Elements of x from which the backward that reuses the forward's rstd (fewer passes than
+# autograd's backward of the composite) outruns it despite a Python autograd.Function's fixed
+# cost (tens of microseconds a call); below, the composite itself is faster. Measured with
+# benchmarks/kernels.py's small cases at one thread.
+FUNCTION_MIN_ELEMENTS = 1 << 17
+
+
+class _RmsNormFunction(torch.autograd.Function):
+    """The op's fast forward and backward without the custom operator's dispatch."""
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        out, rstd = _forward_composite(x.reshape(-1, x.shape[-1]), weight, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        return out.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, rstd = ctx.saved_tensors
+        d = x.shape[-1]
+        dx, dw = _backward_composite(grad.reshape(-1, d), x.reshape(-1, d), weight, rstd)
+        return dx.reshape(x.shape), dw.reshape(d).to(weight.dtype), None
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dimension of `x` (any leading shape) with a `weight` of that size."""
     checks.floating("rms_norm", x=x, weight=weight)
     checks.on_neuron("rms_norm", x=x, weight=weight)
     checks.shape("rms_norm", x.dim() >= 1 and weight.dim() == 1
                  and weight.shape[0] == x.shape[-1],
-                 f"weight has shape {tuple(weight.shape)}; expected ({x.shape[-1] if x.dim() else '?'},)"
-                 f" for x of shape {tuple(x.shape)} (the size of x's last dimension)")
+                 lambda: f"weight has shape {tuple(weight.shape)}; expected "
+                         f"({x.shape[-1] if x.dim() else '?'},) for x of shape {tuple(x.shape)} "
+                         "(the size of x's last dimension)")
+    if eager_fast():
+        if x.numel() < FUNCTION_MIN_ELEMENTS:
+            return rms_norm_reference(x, weight, eps)
+        return _RmsNormFunction.apply(x, weight, float(eps))
     return rms_norm_op(x, weight, float(eps))[0]

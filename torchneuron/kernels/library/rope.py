@@ -20,7 +20,7 @@ from ..nki import jit
 from ..nki import language as nl
 from ..nki_op import nki_op
 from . import checks
-from .mode import simulating
+from .mode import eager_fast, simulating
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -161,10 +161,8 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         checks.shape("rope", not t.requires_grad,
                      lambda name=name: f"{name} requires grad; rope treats cos and sin as "
                      "constants (detach them)")
-    if not torch.compiler.is_compiling() and not simulating():
-        # Eager fast path: the composite itself, whose autograd is the transposed rotation. A
-        # custom op's dispatch costs more than the rotation at model sizes (~70 us a call here,
-        # measured), which made models slower with the library than without it. Compiled graphs
-        # and simulate mode keep the op (one node; the NKI kernel).
+    if eager_fast():
+        # The composite itself, whose autograd is the transposed rotation: the custom op's
+        # dispatch costs more than the rotation at model sizes (measured).
         return _composite(q, k, cos, sin, False)
     return rope_op(q, k, cos, sin, False)

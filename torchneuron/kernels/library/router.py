@@ -24,7 +24,7 @@ from ..nki import language as nl
 from ..nki_op import nki_op
 from . import checks
 from .matmul import matmul_into, matmul_kernel
-from .mode import simulating
+from .mode import eager_fast, simulating
 
 KNOCK_OUT = -3.0  # added to a chosen probability (<= 1), it falls below every other (>= 0)
 
@@ -191,9 +191,15 @@ def router_topk(x: torch.Tensor, w_router: torch.Tensor, k: int):
     checks.on_neuron("router_topk", x=x, w_router=w_router)
     checks.shape("router_topk", w_router.dim() == 2 and x.dim() >= 1
                  and w_router.shape[1] == x.shape[-1] and w_router.dtype == x.dtype,
-                 f"w_router {tuple(w_router.shape)} {w_router.dtype} must be (experts, "
-                 f"{x.shape[-1] if x.dim() else '?'}) in x's dtype {x.dtype}")
+                 lambda: f"w_router {tuple(w_router.shape)} {w_router.dtype} must be (experts, "
+                         f"{x.shape[-1] if x.dim() else '?'}) in x's dtype {x.dtype}")
     checks.shape("router_topk", isinstance(k, int) and 1 <= k <= w_router.shape[0],
-                 f"k={k!r} must be an integer between 1 and the {w_router.shape[0]} experts")
+                 lambda: f"k={k!r} must be an integer between 1 and the {w_router.shape[0]} "
+                         "experts")
+    if eager_fast():
+        # The composite itself: with a handful of experts the op's backward has no pass to save
+        # over autograd's, and its dispatch made routing 0.6-0.8x as fast at model sizes
+        # (measured).
+        return router_topk_reference(x, w_router, k)
     logits, scores, indices, _ = router_topk_op(x, w_router, k)
     return logits, scores, indices
