@@ -32,6 +32,11 @@ class ChipProfile:
     matmul_moving_fmax: int  # largest moving free size of one nc_matmul, float32 PSUM output
     # Fixed cost the roofline estimate (torchneuron/profiler/roofline.py) adds per kernel.
     kernel_launch_s: float
+    # The kernel estimate's model of the Vector, Scalar and GpSimd Engines
+    # (torchneuron/kernels/library/estimate.py): one element per partition per cycle at this
+    # clock, plus a fixed number of cycles to issue each instruction.
+    engine_clock_hz: float
+    engine_instruction_overhead_cycles: int
 
     def logical_cores_per_chip(self, lnc: int) -> int:
         return self.neuron_cores_per_chip // lnc
@@ -71,6 +76,13 @@ PROFILES: dict[str, ChipProfile] = {
         # order of CUDA's kernel launch latency (NVIDIA's CUDA C++ Best Practices Guide puts
         # launch overhead in the microseconds), stated as such in docs/profiler.md.
         kernel_launch_s=2e-6,
+        # Assumptions, not published figures: AWS's NeuronCore-v3 and Trainium2 architecture
+        # pages give the chip's and the Tensor Engine's FLOP/s but no clock or per-instruction
+        # issue cost for the Vector, Scalar and GpSimd Engines. 1.4 GHz and 64 cycles are the
+        # estimate's working figures, kept here so that every estimate reads them from the one
+        # table of device facts; docs/kernels.md states them as assumptions.
+        engine_clock_hz=1.4e9,
+        engine_instruction_overhead_cycles=64,
     ),
     # AWS Trainium3 announcement (re:Invent, December 2025) and Neuron documentation
     # "Trainium3 Architecture": 8 NeuronCore-v4 per chip, 144 GiB HBM3e at 4.9 TB/s,
@@ -101,6 +113,9 @@ PROFILES: dict[str, ChipProfile] = {
         # order of CUDA's kernel launch latency (NVIDIA's CUDA C++ Best Practices Guide puts
         # launch overhead in the microseconds), stated as such in docs/profiler.md.
         kernel_launch_s=2e-6,
+        # trn2's assumptions, unchanged (nothing published for NeuronCore-v4 either).
+        engine_clock_hz=1.4e9,
+        engine_instruction_overhead_cycles=64,
     ),
 }
 

@@ -2,6 +2,7 @@
 instructions are known by hand, the engine times from the profile table's figures (shared with
 the profiler's roofline), and the trace leaves nki.isa as it was."""
 
+import dataclasses
 import importlib
 import math
 
@@ -33,7 +34,7 @@ def test_matmul_counts_and_times_by_hand():
     assert e.engine_s["dma"] == pytest.approx(dma_bytes / hbm_bandwidth(trn2, 1))
     clock = peak_flops(trn2, 1, torch.bfloat16) / (2 * 128 * 128)
     fp32_cycles = peak_flops(trn2, 1, torch.bfloat16) / peak_flops(trn2, 1, torch.float32)
-    expected_tensor = 4 * (512 * fp32_cycles + est_module.INSTRUCTION_OVERHEAD_CYCLES) / clock
+    expected_tensor = 4 * (512 * fp32_cycles + trn2.engine_instruction_overhead_cycles) / clock
     assert e.engine_s["tensor"] == pytest.approx(expected_tensor)
     assert e.seconds == pytest.approx(max(e.engine_s.values()) + trn2.kernel_launch_s)
     assert e.bound == "dma"  # this kernel reloads its tiles for every output tile
@@ -69,3 +70,22 @@ def test_large_shapes_trace_without_computing_and_leave_isa_untouched():
     with pytest.raises(Exception):
         estimate(matmul_kernel, torch.empty(4, 5), torch.empty(6, 7))
     assert {n: getattr(isa, n) for n in before} == before
+
+
+def test_the_vector_engines_model_comes_from_the_profile(monkeypatch):
+    """The Vector/Scalar/GpSimd clock and issue cost are the profile table's fields: a profile
+    with another clock or cost gives another estimate, by the model's formula."""
+    rows, d = 256, 512
+    args = (torch.empty(rows, d), torch.empty(d), 1e-6)
+    trn2 = PROFILES["trn2"]
+    base = estimate(rms_norm_kernel, *args, profile="trn2")
+    # two row tiles; each: squares over d, rsqrt over 1 column (Scalar Engine)
+    assert base.engine_s["scalar"] == pytest.approx(
+        2 * ((d + trn2.engine_instruction_overhead_cycles)
+             + (1 + trn2.engine_instruction_overhead_cycles)) / trn2.engine_clock_hz)
+    changed = dataclasses.replace(trn2, engine_clock_hz=trn2.engine_clock_hz / 2,
+                                  engine_instruction_overhead_cycles=0)
+    monkeypatch.setitem(PROFILES, "trn2", changed)
+    slower = estimate(rms_norm_kernel, *args, profile="trn2")
+    assert slower.engine_s["scalar"] == pytest.approx(2 * (d + 1) / changed.engine_clock_hz)
+    assert slower.engine_s["dma"] == base.engine_s["dma"]  # bytes do not depend on the clock

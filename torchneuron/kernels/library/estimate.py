@@ -18,7 +18,8 @@ Engines run concurrently, so the kernel takes as long as its busiest engine, plu
 fixed launch cost. What the model ignores: dependencies between engines (a kernel whose
 engines wait on each other takes longer), PSUM/SBUF bank conflicts, DMA queue and descriptor
 costs, and the compiler's scheduling. The Vector/Scalar/GpSimd clock and the per-instruction
-cost are assumptions (below): the profile table holds no published figure for them.
+cost come from the profile (engine_clock_hz, engine_instruction_overhead_cycles), where they are
+marked as assumptions: no published figure exists for them.
 """
 
 from __future__ import annotations
@@ -35,9 +36,6 @@ from ...runtime.profiles import PROFILES, ChipProfile
 from ..nki import dtypes as nki_dtypes
 from ..nki import isa
 
-# Assumptions of this model, not figures of the profile table (no public per-engine clock):
-ENGINE_CLOCK_HZ = 1.4e9  # Vector, Scalar and GpSimd Engines
-INSTRUCTION_OVERHEAD_CYCLES = 64  # fixed cost of issuing one engine instruction
 ARRAY = 128  # the Tensor Engine's rows and columns (the partitions)
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
@@ -93,6 +91,8 @@ class _Counter:
         self.tensor_clock = bf16 / (2 * ARRAY * ARRAY)
         self.fp32_slowdown = bf16 / peak_flops(profile, 1, torch.float32)
         self.bandwidth = hbm_bandwidth(profile, 1)
+        self.engine_clock = profile.engine_clock_hz
+        self.overhead = profile.engine_instruction_overhead_cycles
 
     def record(self, name: str, args, kwargs) -> None:
         engine = _ENGINE_OF.get(name)
@@ -121,11 +121,11 @@ class _Counter:
             else:
                 data = get("data", args[1] if len(args) > 1 else None)
                 columns, wide = data.shape[0], data.dtype is nki_dtypes.float32
-            cycles = columns * (self.fp32_slowdown if wide else 1) + INSTRUCTION_OVERHEAD_CYCLES
+            cycles = columns * (self.fp32_slowdown if wide else 1) + self.overhead
             est.engine_s["tensor"] += cycles / self.tensor_clock
             return
         elements = max((_free(t) for t in tensors), default=1)
-        est.engine_s[engine] += (elements + INSTRUCTION_OVERHEAD_CYCLES) / ENGINE_CLOCK_HZ
+        est.engine_s[engine] += (elements + self.overhead) / self.engine_clock
 
 
 _lock = threading.Lock()  # counting wraps nki.isa's functions for the length of one trace
