@@ -91,3 +91,40 @@ def test_errors():
         kl.cross_entropy(x, t, torch.randn(5, 9, device="neuron"))
     with pytest.raises(RuntimeError, match="cross_entropy: target is on cpu"):
         kl.cross_entropy(x, t.cpu())
+
+
+def test_merge_and_reduction_kernels_in_the_simulator_match_the_composite():
+    """The chunk merge (an online logaddexp) and the final reduction as NKI kernels, on CPU
+    tensors, over three row tiles (the last partial)."""
+    g = torch.Generator().manual_seed(0)
+    lse, chunk_lse = torch.randn(300, 1, generator=g) * 5, torch.randn(300, 1, generator=g) * 5
+    picked, chunk_picked = torch.randn(300, 1, generator=g), torch.randn(300, 1, generator=g)
+    merged_lse, merged_picked = module.merge_stats_kernel(lse, picked, chunk_lse, chunk_picked)
+    torch.testing.assert_close(merged_lse, torch.logaddexp(lse, chunk_lse))
+    torch.testing.assert_close(merged_picked, picked + chunk_picked)
+    valid = (torch.rand(300, 1, generator=g) > 0.3).float()
+    for mean in (True, False):
+        losses, loss = module.loss_reduction_kernel(lse, picked, valid, mean)
+        expected = (lse - picked) * valid
+        torch.testing.assert_close(losses, expected)
+        torch.testing.assert_close(loss.reshape(()),
+                                   expected.sum() / valid.sum() if mean else expected.sum())
+
+
+def test_every_row_ignored_gives_nan_as_f_cross_entropy(mode):
+    logits, target = torch.randn(6, 700), torch.full((6,), -100)
+    expected = kl.cross_entropy_reference(logits, target)
+    actual = kl.cross_entropy(logits.to("neuron"), target.to("neuron"))
+    assert expected.isnan() and actual.cpu().isnan()
+
+
+def test_simulate_mode_merges_and_reduces_in_nki(monkeypatch, simulate):
+    calls = []
+    for name in ("merge_stats_kernel", "loss_reduction_kernel"):
+        kernel = getattr(module, name)
+        monkeypatch.setattr(module, name,
+                            lambda *a, kernel=kernel, name=name: calls.append(name) or kernel(*a))
+    logits, target = torch.randn(9, 700), _targets(9, 700)
+    loss = kl.cross_entropy(logits.to("neuron"), target.to("neuron"))
+    torch.testing.assert_close(loss.cpu(), kl.cross_entropy_reference(logits, target))
+    assert calls == ["merge_stats_kernel"] * 2 + ["loss_reduction_kernel"]  # 3 chunks, 1 loss

@@ -1,11 +1,15 @@
 """router_topk: Mixtral's top-k routing (logits, renormalised scores, expert ids) against
 transformers' MixtralTopKRouter formula on the CPU, forward and gradients."""
 
+import importlib
+
 import pytest
 import torch
 
 from torchneuron.kernels import library as kl
 from torchneuron.kernels.library.router import router_topk_kernel
+
+module = importlib.import_module("torchneuron.kernels.library.router")
 
 from .compare import check_op
 
@@ -50,3 +54,26 @@ def test_errors():
         kl.router_topk(x.long(), w, 1)
     with pytest.raises(RuntimeError, match="router_topk: w_router is on cpu"):
         kl.router_topk(x, w.cpu(), 1)
+
+
+def test_backward_scatter_kernel_in_the_simulator_matches_the_composite():
+    """d(loss)/d(probs) scattered to the selected experts, as an NKI kernel on CPU tensors:
+    two row tiles, k = 3."""
+    g = torch.Generator().manual_seed(0)
+    probs = torch.softmax(torch.randn(140, 8, generator=g), -1)
+    scores, indices = torch.topk(probs, 3, dim=-1)
+    scores = scores / scores.sum(-1, keepdim=True)
+    d_scores = torch.randn(140, 3, generator=g)
+    dense = module.router_dense_dp_kernel(d_scores, scores, indices.float(), probs)
+    torch.testing.assert_close(dense, module._dense_dp(d_scores, scores, indices, probs))
+
+
+def test_simulate_mode_scatters_in_nki(monkeypatch, simulate):
+    calls = []
+    kernel = module.router_dense_dp_kernel
+    monkeypatch.setattr(module, "router_dense_dp_kernel",
+                        lambda *a: calls.append(1) or kernel(*a))
+    x, w = torch.randn(20, 16), torch.randn(6, 16)
+    check_op(lambda x, w: kl.router_topk(x, w, 2)[:2],
+             lambda x, w: kl.router_topk_reference(x, w, 2)[:2], [x, w], differentiable=(0, 1))
+    assert calls == [1]

@@ -110,6 +110,75 @@ def chunk_grad_kernel(logits, lse, target, row_grad, offset):
     return out
 
 
+@jit
+def merge_stats_kernel(lse, picked, chunk_lse, chunk_picked):
+    """Folds one chunk's statistics into the running ones, all (rows, 1) float32:
+    lse' = logaddexp(lse, chunk_lse) = m + log(exp(lse - m) + exp(chunk_lse - m)) with
+    m = max(lse, chunk_lse), and picked' = picked + chunk_picked (the target lies in one chunk,
+    the others add 0)."""
+    rows = lse.shape[0]
+    P = nl.tile_size.pmax
+    lse_out = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    picked_out = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(math.ceil(rows / P)):
+        r0, n = i * P, min(P, rows - i * P)
+        a, b = nl.load(lse[r0:r0 + n, :]), nl.load(chunk_lse[r0:r0 + n, :])
+        m = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=m, data1=a, data2=b, op=nl.maximum)
+        neg_m = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=neg_m, data=m, op0=nl.multiply, operand0=-1.0)
+        exp_a = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=exp_a, op=nl.exp, data=a, bias=neg_m)
+        exp_b = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=exp_b, op=nl.exp, data=b, bias=neg_m)
+        total = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=total, data1=exp_a, data2=exp_b, op=nl.add)
+        log_total = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=log_total, op=nl.log, data=total)
+        merged = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=merged, data1=log_total, data2=m, op=nl.add)
+        nl.store(lse_out[r0:r0 + n, :], merged)
+        both = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=both, data1=nl.load(picked[r0:r0 + n, :]),
+                           data2=nl.load(chunk_picked[r0:r0 + n, :]), op=nl.add)
+        nl.store(picked_out[r0:r0 + n, :], both)
+    return lse_out, picked_out
+
+
+@jit
+def loss_reduction_kernel(lse, picked, valid, mean):
+    """-> losses (rows, 1) = (lse - picked) * valid, and the loss (1, 1): their sum, divided by
+    the count of valid rows when `mean` (0/0 = nan when every row is ignored, as
+    F.cross_entropy). Sums across partitions on GpSimd, accumulated over row tiles in SBUF."""
+    rows = lse.shape[0]
+    P = nl.tile_size.pmax
+    losses = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    loss = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    sums = nl.zeros((1, 2), dtype=nl.float32, buffer=nl.sbuf)  # [sum of losses, valid rows]
+    for i in nl.affine_range(math.ceil(rows / P)):
+        r0, n = i * P, min(P, rows - i * P)
+        v = nl.load(valid[r0:r0 + n, :])
+        diff = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=diff, data1=nl.load(lse[r0:r0 + n, :]),
+                           data2=nl.load(picked[r0:r0 + n, :]), op=nl.subtract)
+        pair = nl.ndarray((n, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=pair[:, 0:1], data1=diff, data2=v, op=nl.multiply)
+        nisa.tensor_copy(dst=pair[:, 1:2], src=v)
+        nl.store(losses[r0:r0 + n, :], pair[:, 0:1])
+        tile_sums = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_partition_reduce(dst=tile_sums, op=nl.add, data=pair)
+        nisa.tensor_tensor(dst=sums, data1=sums, data2=tile_sums, op=nl.add)
+    result = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+    if mean:
+        inv_count = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(dst=inv_count, data=sums[:, 1:2])
+        nisa.tensor_tensor(dst=result, data1=sums[:, 0:1], data2=inv_count, op=nl.multiply)
+    else:
+        nisa.tensor_copy(dst=result, src=sums[:, 0:1])
+    nl.store(loss, result)
+    return losses, loss
+
+
 # ---- chunk steps: NKI kernels when simulating, composite ops otherwise ---------------------------
 
 def _chunk_logits(x, weight, c0, c1):
@@ -158,9 +227,27 @@ def _row_losses(x, weight, target_f):
     for c0 in range(0, vocab, CHUNK):
         c_lse, c_pick = _chunk_stats(_chunk_logits(x, weight, c0, min(vocab, c0 + CHUNK)),
                                      target_f, c0)
-        lse = c_lse if lse is None else torch.logaddexp(lse, c_lse)
-        picked = c_pick if picked is None else picked + c_pick
+        if lse is None:
+            lse, picked = c_lse, c_pick
+        elif simulating():
+            lse, picked = merge_stats_kernel(lse, picked, c_lse, c_pick)
+        else:
+            lse, picked = torch.logaddexp(lse, c_lse), picked + c_pick
     return lse, picked
+
+
+def _reduce_losses(lse, picked, target, ignore_index, reduction):
+    """The rows' losses, ignored rows 0, then their sum or mean (reduction 'none': the rows')."""
+    valid = (target != ignore_index).float().unsqueeze(1)
+    if simulating() and target.numel():
+        losses, loss = loss_reduction_kernel(lse.contiguous(), picked.contiguous(), valid,
+                                             reduction == "mean")
+        return losses.squeeze(1) if reduction == "none" else loss.reshape(())
+    losses = (lse - picked) * valid
+    if reduction == "none":
+        return losses.squeeze(1)
+    loss = losses.sum()
+    return loss / valid.sum() if reduction == "mean" else loss
 
 
 def _row_weights(target, ignore_index, reduction):
@@ -185,14 +272,7 @@ def cross_entropy_op(x: torch.Tensor, target: torch.Tensor, weight: torch.Tensor
     w = _weight_or_none(weight)
     target_f = target.float().unsqueeze(1)
     lse, picked = _row_losses(x, w, target_f)
-    losses = (lse - picked) * (target != ignore_index).float().unsqueeze(1)
-    if reduction == "none":
-        loss = losses.squeeze(1)
-    else:
-        loss = losses.sum()
-        if reduction == "mean":
-            loss = loss / (target != ignore_index).sum()
-    return loss, lse
+    return _reduce_losses(lse, picked, target, ignore_index, reduction), lse
 
 
 @nki_op("neuron_kernels::cross_entropy_backward", autocast_dtype=None)

@@ -127,6 +127,53 @@ def router_logits_grad_kernel(probs, dense_dp, d_logits_out):
     return out
 
 
+@jit
+def router_dense_dp_kernel(d_scores, scores, indices, probs):
+    """d(loss)/d(probs) through the top-k selection and its normalisation, scattered dense:
+    d_scores, scores and indices (rows, k) float32 (expert ids as floats), probs (rows, experts)
+    -> (rows, experts) float32, 0 off the selected experts and at expert idx[r]
+    (d_scores[r] - sum(d_scores * scores)) / S, S the selected probabilities' sum. The scatter is
+    a one-hot per selected expert (an iota compare), as the engines have no scatter."""
+    rows, k = scores.shape
+    experts = probs.shape[1]
+    P = nl.tile_size.pmax
+    out = nl.ndarray((rows, experts), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.affine_range(math.ceil(rows / P)):
+        r0, n = i * P, min(P, rows - i * P)
+        p = nl.load(probs[r0:r0 + n, :])
+        ds, idx = nl.load(d_scores[r0:r0 + n, :]), nl.load(indices[r0:r0 + n, :])
+        prod = nl.ndarray((n, k), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=prod, data1=ds, data2=nl.load(scores[r0:r0 + n, :]),
+                           op=nl.multiply)
+        neg_dot = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=neg_dot, op=nl.add, data=prod, axis=(1,), negate=True)
+        ids = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(dst=ids, pattern=[[1, experts]], offset=0)
+        onehots = []
+        total = nl.zeros((n, 1), dtype=nl.float32, buffer=nl.sbuf)  # S: the selected probs
+        for r in nl.static_range(k):
+            onehot = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=onehot, data=ids, op0=nl.subtract, operand0=idx[:, r:r + 1],
+                               op1=nl.equal, operand1=0.0)
+            chosen = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=chosen, data1=onehot, data2=p, op=nl.multiply)
+            p_r = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=p_r, op=nl.add, data=chosen, axis=(1,))
+            nisa.tensor_tensor(dst=total, data1=total, data2=p_r, op=nl.add)
+            onehots.append(onehot)
+        inv_total = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.reciprocal(dst=inv_total, data=total)
+        dense = nl.zeros((n, experts), dtype=nl.float32, buffer=nl.sbuf)
+        for r in nl.static_range(k):
+            d_selected = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=d_selected, data=ds[:, r:r + 1], op0=nl.add, operand0=neg_dot,
+                               op1=nl.multiply, operand1=inv_total)
+            nisa.scalar_tensor_tensor(dst=dense, data=onehots[r], op0=nl.multiply,
+                                      operand0=d_selected, op1=nl.add, operand1=dense)
+        nl.store(out[r0:r0 + n, :], dense)
+    return out
+
+
 # ---- the ops -------------------------------------------------------------------------------------
 
 @nki_op("neuron_kernels::router_topk", autocast_dtype=None)
@@ -156,12 +203,14 @@ def router_topk_backward_op(d_logits_out: torch.Tensor, d_scores: torch.Tensor,
                             indices: torch.Tensor, probs: torch.Tensor
                             ) -> tuple[torch.Tensor, torch.Tensor]:
     x2d = x.reshape(-1, x.shape[-1])
-    dense_dp = _dense_dp(d_scores.float(), scores, indices, probs)
     if simulating() and x2d.shape[0] > 0:
+        dense_dp = router_dense_dp_kernel(d_scores.float().contiguous(), scores.contiguous(),
+                                          indices.float().contiguous(), probs.contiguous())
         d_logits = router_logits_grad_kernel(probs, dense_dp, d_logits_out.contiguous())
         dx = matmul_kernel(d_logits, w_router.contiguous())
         dw = matmul_kernel(d_logits, x2d.contiguous(), a_transposed=True)
     else:
+        dense_dp = _dense_dp(d_scores.float(), scores, indices, probs)
         d_logits = (probs * (dense_dp - (dense_dp * probs).sum(-1, keepdim=True))
                     + d_logits_out.float()).to(d_logits_out.dtype)
         dx, dw = d_logits @ w_router, d_logits.t() @ x2d
