@@ -1,18 +1,21 @@
-"""The kernel library (torchneuron.kernels): each op's fast path on neuron against the plain
-PyTorch composite (the library's reference, what a model runs without the library) on the CPU in
-the same process, forward and backward together, in time and in peak memory; then the NKI
-simulator's cost per kernel and each kernel's estimated Trainium time.
+"""The kernel library (torchneuron.kernels): each op's eager fast path on neuron against the plain
+PyTorch composite it replaces (the library's reference, what a model runs without the library) on
+neuron and on the CPU in the same process, forward and backward together, in time and in peak
+memory; a tiny and a small Llama training step untouched and after `kernels.apply(model)`; then
+the NKI simulator's cost per kernel and each kernel's estimated Trainium time.
 
-Times are seconds per forward+backward call, median of the rounds with the spread (min..max)
-beside it; both sides run at the same intra-op thread count, float32. Peak memory is the most the
-device allocator held during one call beyond the inputs, for the library's op and for the same
-composite run on neuron (the CPU has no allocator statistics; the composite allocates the same
-tensors on either device). A Llama training step on neuron, untouched and after
-`kernels.apply(model)`, shows what the library costs or gains inside a model. The simulator
-table runs each forward @nki.jit kernel on small shapes against the composite on the CPU; the
-estimate (torchneuron.kernels.estimate, trn2, one NeuronCore) is for the first table's shapes.
-Run: `.venv/bin/python benchmarks/kernels.py [--rounds 3] [--threads 2] [--markdown]` from the
-repository root.
+Every comparison runs its sides in paired, alternating rounds in one process (A then B, then B
+then A), so both see the same machine load; a figure is the median over the rounds with the
+spread (min..max) beside it, and a ratio is the median of the rounds' ratios with their spread.
+Both sides run at the same intra-op thread count (1 by default), float32. The small cases are a
+tiny Llama's (hidden 64, 24 tokens) and a small Llama's (hidden 512, 1024 tokens) shapes, where a
+custom op's per-call cost shows; the large ones show memory and speed at scale. Peak memory is
+the most the device allocator held during one call beyond the inputs, for the library's op and
+for the composite, both on neuron. The simulator table runs each forward @nki.jit kernel on small
+shapes against the composite on the CPU; the estimate (torchneuron.kernels.estimate, trn2, one
+NeuronCore) is for the large cases' shapes.
+Run: `.venv/bin/python benchmarks/kernels.py [--rounds 7] [--threads 1] [--markdown]
+[--only small,large,model,simulator]` from the repository root.
 """
 
 from __future__ import annotations
@@ -39,9 +42,17 @@ def _randn(*shape, scale=1.0):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(len(shape))) * scale
 
 
+def _targets(rows, vocab):
+    return torch.randint(0, vocab, (rows,), generator=torch.Generator().manual_seed(1))
+
+
+def _router(fn):
+    return lambda x, w, k: fn(x, w, k)[:2]
+
+
 # name -> (inputs on the CPU, the library op, the composite, differentiable input positions,
 #          the forward kernel and its arguments for the estimate)
-def cases() -> dict:
+def large_cases() -> dict:
     x_norm, w_norm = _randn(8, 1024, 2048), 1 + 0.1 * _randn(2048)
     q, k = _randn(4, 32, 1024, 128), _randn(4, 8, 1024, 128)
     angles = _randn(4, 1024, 64).repeat(1, 1, 2)
@@ -52,7 +63,7 @@ def cases() -> dict:
     aq, akv = _randn(1, 8, 4096, 64), _randn(1, 2, 4096, 64)
     hidden, lm_head = _randn(2048, 512), _randn(32000, 512, scale=0.04)
     logits = hidden @ lm_head.T
-    target = torch.randint(0, 32000, (2048,), generator=torch.Generator().manual_seed(1))
+    target = _targets(2048, 32000)
     x_router, w_router = _randn(8192, 1024), _randn(8, 1024, scale=0.03)
     return {
         "rms_norm 8x1024x2048": (
@@ -74,10 +85,48 @@ def cases() -> dict:
             [logits, target], kl.cross_entropy, kl.cross_entropy_reference, (0,),
             (chunk_stats_kernel, (logits, target.float()[:, None], 0))),
         "router_topk 8192 tokens, 8 experts, k 2": (
-            [x_router, w_router, 2], lambda x, w, k: kl.router_topk(x, w, k)[:2],
-            lambda x, w, k: kl.router_topk_reference(x, w, k)[:2], (0, 1),
-            (router_topk_kernel, (x_router, w_router, 2))),
+            [x_router, w_router, 2], _router(kl.router_topk), _router(kl.router_topk_reference),
+            (0, 1), (router_topk_kernel, (x_router, w_router, 2))),
     }
+
+
+# The shapes of the two Llamas of the model case: (tokens, hidden, intermediate, heads, kv heads,
+# batch, seq, vocab).
+LLAMAS = {"tiny": (24, 64, 80, 4, 2, 2, 12, 96), "small": (1024, 512, 1408, 8, 2, 4, 256, 8000)}
+
+
+def small_cases() -> dict:
+    """Every op at the tiny and the small Llama's shapes: where a per-call cost would show."""
+    out = {}
+    for size, (rows, hidden, inter, heads, kv, batch, seq, vocab) in LLAMAS.items():
+        d = hidden // heads
+        angles = _randn(batch, seq, d // 2).repeat(1, 1, 2)
+        x = _randn(rows, hidden)
+        target = _targets(rows, vocab)
+        out.update({
+            f"rms_norm {rows}x{hidden} ({size})": (
+                [x, 1 + 0.1 * _randn(hidden)], kl.rms_norm, kl.rms_norm_reference, (0, 1)),
+            f"rope q {batch}x{heads}x{seq}x{d}, k {kv} heads ({size})": (
+                [_randn(batch, heads, seq, d), _randn(batch, kv, seq, d), angles.cos(),
+                 angles.sin()], kl.rope, kl.rope_reference, (0, 1)),
+            f"swiglu_mlp {rows}x{hidden}, {inter} ({size})": (
+                [x, _randn(inter, hidden, scale=0.05), _randn(inter, hidden, scale=0.05),
+                 _randn(hidden, inter, scale=0.05)], kl.swiglu_mlp, kl.swiglu_mlp_reference,
+                (0, 1, 2, 3)),
+            f"attention causal {batch}x{heads}x{seq}x{d}, {kv} kv ({size})": (
+                [_randn(batch, heads, seq, d), _randn(batch, kv, seq, d),
+                 _randn(batch, kv, seq, d)], kl.attention, kl.attention_reference, (0, 1, 2)),
+            f"cross_entropy {rows}x{vocab} from logits ({size})": (
+                [_randn(rows, vocab), target], kl.cross_entropy, kl.cross_entropy_reference,
+                (0,)),
+            f"cross_entropy {rows} rows from hidden {hidden}, vocab {vocab} ({size})": (
+                [x, target, _randn(vocab, hidden, scale=0.05)], kl.cross_entropy,
+                kl.cross_entropy_reference, (0, 2)),
+            f"router_topk {rows} tokens, hidden {hidden}, 8 experts, k 2 ({size})": (
+                [x, _randn(8, hidden, scale=0.05), 2], _router(kl.router_topk),
+                _router(kl.router_topk_reference), (0, 1)),
+        })
+    return out
 
 
 def _outputs(result):
@@ -108,58 +157,89 @@ def peak_bytes(call) -> int:
     return torch.neuron.max_memory_allocated() - base
 
 
-def spread(times: list[float]) -> tuple[float, float, float]:
-    return median(times), min(times), max(times)
+def spread(values: list[float]) -> tuple[float, float, float]:
+    return median(values), min(values), max(values)
 
 
-def measure(rounds: int):
+ROUND_S = 0.2  # a round of a fast call repeats it for about this long, so a round is not one tick
+
+
+def paired(calls: dict, rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each of `calls` in each round; the calls alternate within a round and
+    their order flips from round to round, so every side sees the same machine load."""
+    numbers = {}
+    for name, call in calls.items():
+        call()  # warm-up: first-call costs
+        numbers[name] = max(1, int(ROUND_S / max(seconds_per_call(call, 1), 1e-6)))
+    times = {name: [] for name in calls}
+    order = list(calls)
+    for _ in range(rounds):
+        for name in order:
+            times[name].append(seconds_per_call(calls[name], numbers[name]))
+        order.reverse()
+    return times
+
+
+def ratios(numerator: list[float], denominator: list[float]) -> tuple[float, float, float]:
+    """The rounds' ratios numerator/denominator: median, min, max."""
+    return spread([a / b for a, b in zip(numerator, denominator)])
+
+
+def measure_ops(cases: dict, rounds: int, large: bool):
+    """Per case: the op on neuron, the composite on neuron and on the CPU, paired; for the large
+    cases also peak memory and the forward kernel's estimate."""
     rows = []
-    for name, (inputs, op, composite, diff, (kernel, kargs)) in cases().items():
-        fast = fwd_bwd(op, inputs, diff, "neuron")
-        cpu = fwd_bwd(composite, inputs, diff, "cpu")
-        fast(), cpu()  # warm-up: first-call costs
-        t_fast, t_cpu = [], []
-        for _ in range(rounds):  # interleaved, so both see the same machine load
-            t_fast.append(seconds_per_call(fast, 1))
-            t_cpu.append(seconds_per_call(cpu, 1))
-        mem_fast = peak_bytes(fast)
-        mem_composite = peak_bytes(fwd_bwd(composite, inputs, diff, "neuron"))
-        estimate = kl.estimate(kernel, *kargs, profile="trn2")
-        estimate.name = f"{estimate.name}: {name}"
-        rows.append((name, spread(t_fast), spread(t_cpu), mem_fast, mem_composite, estimate))
+    for name, (inputs, op, composite, diff, *kernel) in cases.items():
+        calls = {"op": fwd_bwd(op, inputs, diff, "neuron"),
+                 "composite": fwd_bwd(composite, inputs, diff, "neuron"),
+                 "cpu": fwd_bwd(composite, inputs, diff, "cpu")}
+        times = paired(calls, rounds)
+        row = dict(name=name, op=spread(times["op"]), composite=spread(times["composite"]),
+                   cpu=spread(times["cpu"]), gain=ratios(times["composite"], times["op"]),
+                   cpu_gain=ratios(times["cpu"], times["op"]))
+        if large:
+            row["mem_op"], row["mem_composite"] = peak_bytes(calls["op"]), \
+                peak_bytes(calls["composite"])
+            kernel_fn, kernel_args = kernel[0]
+            est = kl.estimate(kernel_fn, *kernel_args, profile="trn2")
+            est.name = f"{est.name}: {name}"
+            row["estimate"] = est
+        rows.append(row)
     return rows
 
 
 def measure_model(rounds: int):
-    """A Llama training step (forward, loss, backward) on neuron, untouched and applied."""
+    """The tiny and the small Llama's training step (forward, loss, backward) on neuron,
+    untouched and after apply, paired."""
     import copy
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=8000, hidden_size=512, intermediate_size=1408,
-                         num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
-                         max_position_embeddings=512, attn_implementation="sdpa")
-    torch.manual_seed(0)
-    untouched = LlamaForCausalLM(config).to("neuron")
-    applied = copy.deepcopy(untouched)
-    kl.apply(applied)
-    ids = torch.randint(0, 8000, (4, 256), generator=torch.Generator().manual_seed(0))
-    ids = ids.to("neuron")
+    results = {}
+    for size, (_, hidden, inter, heads, kv, batch, seq, vocab) in LLAMAS.items():
+        config = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter,
+                             num_hidden_layers=2 if size == "tiny" else 4,
+                             num_attention_heads=heads, num_key_value_heads=kv,
+                             max_position_embeddings=max(64, seq), attn_implementation="sdpa")
+        torch.manual_seed(0)
+        untouched = LlamaForCausalLM(config).to("neuron")
+        applied = copy.deepcopy(untouched)
+        kl.apply(applied)
+        ids = torch.randint(0, vocab, (batch, seq),
+                            generator=torch.Generator().manual_seed(0)).to("neuron")
 
-    def step(model):
-        def call():
-            model.zero_grad(set_to_none=True)
-            model(input_ids=ids, labels=ids).loss.backward()
-            torch.neuron.synchronize()
-        return call
-    calls = {"untouched": step(untouched), "applied": step(applied)}
-    times = {name: [] for name in calls}
-    for call in calls.values():
-        call()
-    for _ in range(rounds):
-        for name, call in calls.items():
-            times[name].append(seconds_per_call(call, 1))
-    return {name: spread(t) for name, t in times.items()}
+        def step(model):
+            def call():
+                model.zero_grad(set_to_none=True)
+                model(input_ids=ids, labels=ids).loss.backward()
+                torch.neuron.synchronize()
+            return call
+        times = paired({"untouched": step(untouched), "applied": step(applied)}, rounds)
+        results[size] = dict(config=config, tokens=(batch, seq),
+                             untouched=spread(times["untouched"]),
+                             applied=spread(times["applied"]),
+                             gain=ratios(times["untouched"], times["applied"]))
+    return results
 
 
 def simulator_cases() -> dict:
@@ -200,12 +280,9 @@ def measure_simulator(rounds: int):
         def simulated():
             kernel_call(args)
             torch.neuron.synchronize()
-        simulated(), composite()
-        t_sim, t_cpu = [], []
-        for _ in range(rounds):
-            t_sim.append(seconds_per_call(simulated, 1))
-            t_cpu.append(seconds_per_call(composite, 1))
-        rows.append((name, spread(t_sim), spread(t_cpu)))
+        times = paired({"simulator": simulated, "cpu": composite}, rounds)
+        rows.append((name, spread(times["simulator"]), spread(times["cpu"]),
+                     ratios(times["simulator"], times["cpu"])))
     return rows
 
 
@@ -217,59 +294,108 @@ def _mib(b):
     return f"{b / (1 << 20):.0f}"
 
 
-def report(rows, model, sim_rows, markdown: bool, rounds: int) -> None:
-    if markdown:
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {rounds} "
-              f"rounds (min..max), load average {os.getloadavg()[0]:.2f} at the end.\n")
-        print("| op (forward + backward) | fast path on neuron, ms | composite on CPU, ms | "
-              "CPU / neuron | peak MiB: op | peak MiB: composite |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for name, (fm, flo, fhi), (cm, clo, chi), mf, mc, _ in rows:
-            print(f"| {name} | {_ms(fm)} ({_ms(flo)}..{_ms(fhi)}) | {_ms(cm)} ({_ms(clo)}.."
-                  f"{_ms(chi)}) | {cm / fm:.2f}x | {_mib(mf)} | {_mib(mc)} |")
-        (um, ulo, uhi), (am, alo, ahi) = model["untouched"], model["applied"]
-        print("\nLlama (4 layers, hidden 512, 8 heads / 2 kv, vocab 8000) training step, batch "
-              "4 x 256 tokens, on neuron:\n")
-        print("| model | step, ms | untouched / applied |\n|---|---:|---:|")
-        print(f"| untouched | {_ms(um)} ({_ms(ulo)}..{_ms(uhi)}) | |")
-        print(f"| kernels.apply(model) | {_ms(am)} ({_ms(alo)}..{_ms(ahi)}) | {um / am:.2f}x |")
+def _time(t):
+    return f"{_ms(t[0])} ({_ms(t[1])}..{_ms(t[2])})"
+
+
+def _ratio(r):
+    return f"{r[0]:.2f}x ({r[1]:.2f}..{r[2]:.2f})"
+
+
+def _llama(config, tokens):
+    return (f"{config.num_hidden_layers} layers, hidden {config.hidden_size}, "
+            f"{config.num_attention_heads} heads / {config.num_key_value_heads} kv, vocab "
+            f"{config.vocab_size}, batch {tokens[0]} x {tokens[1]} tokens")
+
+
+OP_HEADER = ("| op (forward + backward) | op on neuron, ms | composite on neuron, ms | "
+             "composite / op, neuron | composite on CPU, ms | CPU / op |")
+
+
+def _op_rows(rows, large):
+    print(OP_HEADER + (" peak MiB: op | peak MiB: composite |" if large else ""))
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if large else ""))
+    for r in rows:
+        line = (f"| {r['name']} | {_time(r['op'])} | {_time(r['composite'])} | "
+                f"{_ratio(r['gain'])} | {_time(r['cpu'])} | {_ratio(r['cpu_gain'])} |")
+        if large:
+            line += f" {_mib(r['mem_op'])} | {_mib(r['mem_composite'])} |"
+        print(line)
+
+
+def report_markdown(results, rounds) -> None:
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {rounds} "
+          f"paired rounds (min..max), load average {os.getloadavg()[0]:.2f} at the end.\n")
+    if "model" in results:
+        print("A Llama training step (forward, loss, backward) on neuron, untouched and after "
+              "`kernels.apply(model)`:\n")
+        print("| model | untouched, ms | applied, ms | untouched / applied |\n|---|---:|---:|---:|")
+        for size, m in results["model"].items():
+            print(f"| {size}: {_llama(m['config'], m['tokens'])} | {_time(m['untouched'])} | "
+                  f"{_time(m['applied'])} | {_ratio(m['gain'])} |")
+        print()
+    if "small" in results:
+        print("Each op at the tiny and the small Llama's shapes (composite / op above 1: the "
+              "library is faster):\n")
+        _op_rows(results["small"], large=False)
+        print()
+    if "large" in results:
+        print("Each op at large shapes:\n")
+        _op_rows(results["large"], large=True)
         print("\nEstimated Trainium time of each op's forward kernel at those shapes (trn2, one "
               "NeuronCore; per engine, microseconds):\n")
         print(TABLE_HEADER)
-        for *_, est in rows:
-            print(est.table_row())
-        print("\nThe NKI simulator, each forward kernel on small shapes:\n")
+        for r in results["large"]:
+            print(r["estimate"].table_row())
+        print()
+    if "simulator" in results:
+        print("The NKI simulator, each forward kernel on small shapes:\n")
         print("| kernel | simulator, ms | composite on CPU, ms | simulator / CPU |")
         print("|---|---:|---:|---:|")
-        for name, (sm, slo, shi), (cm, clo, chi) in sim_rows:
-            print(f"| {name} | {_ms(sm)} ({_ms(slo)}..{_ms(shi)}) | {_ms(cm)} ({_ms(clo)}.."
-                  f"{_ms(chi)}) | {sm / cm:.0f}x |")
-        return
+        for name, sim, cpu, ratio in results["simulator"]:
+            print(f"| {name} | {_time(sim)} | {_time(cpu)} | {ratio[0]:.0f}x "
+                  f"({ratio[1]:.0f}..{ratio[2]:.0f}) |")
+
+
+def report_text(results, rounds) -> None:
     print(f"threads={torch.get_num_threads()} rounds={rounds}")
-    for name, (fm, flo, fhi), (cm, clo, chi), mf, mc, est in rows:
-        print(f"{name}: neuron fast {_ms(fm)} ms ({_ms(flo)}..{_ms(fhi)}), CPU composite "
-              f"{_ms(cm)} ms ({_ms(clo)}..{_ms(chi)}), CPU/neuron {cm / fm:.2f}x; peak MiB op "
-              f"{_mib(mf)}, composite {_mib(mc)}; trn2 estimate {est.seconds * 1e6:.1f} us "
-              f"({est.bound})")
-    print(f"Llama step on neuron: untouched {_ms(model['untouched'][0])} ms, applied "
-          f"{_ms(model['applied'][0])} ms")
-    for name, (sm, slo, shi), (cm, clo, chi) in sim_rows:
-        print(f"simulator {name}: {_ms(sm)} ms ({_ms(slo)}..{_ms(shi)}), CPU {_ms(cm)} ms, "
-              f"{sm / cm:.0f}x")
+    for size, m in results.get("model", {}).items():
+        print(f"Llama {size} step: untouched {_time(m['untouched'])} ms, applied "
+              f"{_time(m['applied'])} ms, untouched/applied {_ratio(m['gain'])}")
+    for r in results.get("small", []) + results.get("large", []):
+        memory = (f"; peak MiB op {_mib(r['mem_op'])}, composite {_mib(r['mem_composite'])}; "
+                  f"trn2 estimate {r['estimate'].seconds * 1e6:.1f} us "
+                  f"({r['estimate'].bound})") if "estimate" in r else ""
+        print(f"{r['name']}: op {_time(r['op'])} ms, composite on neuron {_time(r['composite'])} "
+              f"ms ({_ratio(r['gain'])}), CPU {_time(r['cpu'])} ms ({_ratio(r['cpu_gain'])})"
+              f"{memory}")
+    for name, sim, cpu, ratio in results.get("simulator", []):
+        print(f"simulator {name}: {_time(sim)} ms, CPU {_time(cpu)} ms, {ratio[0]:.0f}x")
+
+
+SECTIONS = ("model", "small", "large", "simulator")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
-                        help="intra-op threads for both sides")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads for all sides")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated sections among {', '.join(SECTIONS)}")
     args = parser.parse_args()
+    chosen = [part.strip() for part in args.only.split(",") if part.strip()]
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--only: unknown section(s) {', '.join(unknown)}; choose among "
+                     f"{', '.join(SECTIONS)}")
     torch.set_num_threads(args.threads)
-    rows = measure(args.rounds)
-    model = measure_model(args.rounds)
-    sim_rows = measure_simulator(args.rounds)
-    report(rows, model, sim_rows, args.markdown, args.rounds)
+    measures = {"model": lambda: measure_model(args.rounds),
+                "small": lambda: measure_ops(small_cases(), args.rounds, large=False),
+                "large": lambda: measure_ops(large_cases(), args.rounds, large=True),
+                "simulator": lambda: measure_simulator(args.rounds)}
+    results = {name: measures[name]() for name in SECTIONS if name in chosen}
+    (report_markdown if args.markdown else report_text)(results, args.rounds)
 
 
 if __name__ == "__main__":
