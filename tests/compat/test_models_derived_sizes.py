@@ -60,7 +60,7 @@ def test_declared_rotary_sections_are_added_for_the_shrunk_head():
     assert sum(d["text_config"]["rope_parameters"]["mrope_section"]) == 16 * 0.5 // 2
     assert "mrope_section" not in d["rope_parameters"]  # Config itself does not declare it
     given = {"hidden_size": 64, "num_attention_heads": 4,
-             "rope_parameters": {"mrope_section": [1, 1, 2]}}
+             "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2]}}
     _add_rotary_sections(TextConfig, given)
     assert given["rope_parameters"]["mrope_section"] == [1, 1, 2]  # a given section stays
 
@@ -149,3 +149,24 @@ def test_a_mamba2_mixer_keeps_heads_times_width_equal_to_expand_times_hidden():
     assert out["num_heads"] % out["n_groups"] == 0
     other = shrink_dict({"hidden_size": 4096, "num_heads": 32, "head_dim": 64})
     assert other["head_dim"] == 16  # no expand: not a Mamba-2 mixer, the ordinary rule
+
+
+def test_a_layer_count_that_counts_stages_follows_the_stage_lists():
+    out = shrink_dict({"num_hidden_layers": 4, "depths": [2, 2, 2, 2],
+                       "hidden_sizes": [256, 512, 1024, 2048]})
+    assert out["num_hidden_layers"] == len(out["depths"]) == 4
+    deep = shrink_dict({"num_hidden_layers": 24, "depths": [2, 2, 18, 2]})
+    assert deep["num_hidden_layers"] == 2  # counts layers, not stages: shrinks as usual
+
+
+def test_codebook_decoders_get_one_row_of_ids_per_codebook():
+    import torch
+
+    from torchneuron.compat.models.catalog import by_type
+    from torchneuron.compat.models.check import build_tiny
+    from torchneuron.compat.models.inputs import BATCH, main_input
+
+    model, *_, layout = build_tiny(by_type("musicgen"))
+    assert layout == "ids per codebook"
+    ids = main_input(model, torch.Generator().manual_seed(0), layout=layout)["input_ids"]
+    assert ids.shape[0] == BATCH * model.config.num_codebooks

@@ -198,12 +198,19 @@ def _build(arch: Architecture, profile: str):
     return model, n
 
 
-def _takes_audio(model, arch: Architecture) -> bool:
+def _layouts(model, arch: Architecture) -> tuple[str, ...]:
+    """The input layouts worth trying: the documented one, and the others only where the model
+    takes audio or token ids over several codebooks."""
     try:
         inputs = forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED), True)
-    except Exception:  # noqa: BLE001 - no recipe: no audio either
-        return False
-    return any(name in inputs for name in AUDIO_INPUTS)
+    except Exception:  # noqa: BLE001 - no recipe: nothing to lay out either
+        return LAYOUTS[:1]
+    layouts = [LAYOUTS[0]]
+    if any(name in inputs for name in AUDIO_INPUTS):
+        layouts.append("audio transposed")
+    if "input_ids" in inputs and isinstance(getattr(model.config, "num_codebooks", None), int):
+        layouts.append("ids per codebook")
+    return tuple(layouts)
 
 
 def _runs_on_cpu(model, arch: Architecture, every_modality: bool, layout: str) -> bool:
@@ -230,8 +237,7 @@ def build_tiny(arch: Architecture):
             model, n = _build(arch, profile)
         except Exception:  # noqa: BLE001 - the next profile may build
             continue
-        layouts = LAYOUTS if _takes_audio(model, arch) else LAYOUTS[:1]
-        for layout in layouts:
+        for layout in _layouts(model, arch):
             for every_modality in (False, True):
                 # The probe runs a copy: a model that caches derived tensors in plain attributes
                 # at its first forward (Mimi's codebook) would keep them on the CPU through .to().

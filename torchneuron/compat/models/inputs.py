@@ -28,7 +28,8 @@ def _sub(config, *names):
     for part in (config, *(getattr(config, p, None) for p in
                            ("vision_config", "audio_config", "encoder_config", "text_config",
                             "encoder", "decoder", "decoder_config", "language_config",
-                            "llm_config", "thinker_config", "text_encoder"))):
+                            "llm_config", "thinker_config", "text_encoder",
+                            "backbone_config"))):
         if part is None:
             continue
         for name in names:
@@ -129,9 +130,10 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
 
 # Audio comes in two layouts that configs do not tell apart: raw samples as (batch, samples) or
 # with a channel axis, (batch, 1, samples), for convolutional codecs; features as (batch,
-# frames, features) or Whisper's (batch, features, frames). The battery tries the first, then
-# the second (check.build_tiny records which ran).
-LAYOUTS = ("as documented", "audio transposed")
+# frames, features) or Whisper's (batch, features, frames). Token ids over audio codebooks come
+# flattened per codebook. The battery tries the layouts in order (check.build_tiny records which
+# ran).
+LAYOUTS = ("as documented", "audio transposed", "ids per codebook")
 AUDIO_INPUTS = ("input_values", "input_features")
 
 
@@ -153,7 +155,24 @@ def main_input(model, gen: torch.Generator, name: str | None = None,
     """The model's main input (and attention mask) from its config, or the input `name`, in
     one of LAYOUTS."""
     inputs = _main_input(model, gen, name)
-    return _audio_transposed(inputs) if layout == "audio transposed" else inputs
+    if layout == "audio transposed":
+        return _audio_transposed(inputs)
+    if layout == "ids per codebook":
+        return _ids_per_codebook(model, inputs, gen)
+    return inputs
+
+
+def _ids_per_codebook(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
+    """Decoders over audio codebooks (MusicGen) take one row of token ids per codebook and
+    batch entry: input_ids of shape (batch x num_codebooks, sequence)."""
+    codebooks = _sub(model.config, "num_codebooks")
+    if not isinstance(codebooks, int) or "input_ids" not in inputs:
+        return inputs
+    ids = token_ids(model.config, (BATCH * codebooks, SEQ), gen)
+    out = {**inputs, "input_ids": ids}
+    if "attention_mask" in out:
+        out["attention_mask"] = torch.ones(BATCH, SEQ, dtype=ids.dtype)
+    return out
 
 
 def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str, torch.Tensor]:

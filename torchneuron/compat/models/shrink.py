@@ -204,7 +204,14 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
             and isinstance(hidden, int) and isinstance(heads, int) and heads:
         part = next((k for k in _HEAD_PARTS if isinstance(d.get(k), int)
                      and d.get("head_dim") == d[k]), None)
-        out["head_dim"] = out[part] if part else max(1, hidden // heads)
+        parts = ("qk_nope_head_dim", "qk_rope_head_dim")
+        if part:
+            out["head_dim"] = out[part]
+        elif all(isinstance(d.get(k), int) for k in parts) \
+                and d.get("head_dim") == sum(d[k] for k in parts):
+            out["head_dim"] = sum(out[k] for k in parts)  # the sum, stored without qk_head_dim
+        else:
+            out["head_dim"] = max(1, hidden // heads)
     if isinstance(hidden, int) and isinstance(d.get("hidden_size"), int):
         for key, value in d.items():  # widths left at their default that equal hidden_size
             if isinstance(key, str) and _WIDTH_NAME.search(key) and value == d["hidden_size"] \
@@ -297,8 +304,11 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out[key] = _shrink_list(key, value, layers_before, keep)
         else:
             out[key] = value
-    if isinstance(out.get("depths"), list) and isinstance(out.get("num_layers"), int):
-        out["num_layers"] = len(out["depths"])  # stage count, not depth: stays as the list says
+    if isinstance(out.get("depths"), list):  # stage counts, not depth: stay as the list says
+        if isinstance(out.get("num_layers"), int):
+            out["num_layers"] = len(out["depths"])
+        if d.get("num_hidden_layers") == len(d["depths"]):
+            out["num_hidden_layers"] = len(out["depths"])
     for key in ("out_features", "out_indices", "stage_names"):
         out.pop(key, None)  # backbone outputs name stages; let the config derive them again
     _derive_head_sizes(d, out)
@@ -414,8 +424,8 @@ def _add_rotary_sections(config_class, d: dict) -> None:
             _add_rotary_sections(sub_class, sub)
     rope = d.get("rope_parameters")
     if "mrope_section" not in getattr(config_class, "ignore_keys_at_rope_validation", ()) \
-            or not isinstance(rope, dict) or "mrope_section" in rope:
-        return
+            or not isinstance(rope, dict) or "mrope_section" in rope or "rope_type" not in rope:
+        return  # none, given, or not one flat set of parameters (per layer kind, or empty)
     head_dim = d.get("head_dim")
     if not isinstance(head_dim, int):
         hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
