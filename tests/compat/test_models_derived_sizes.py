@@ -170,3 +170,24 @@ def test_codebook_decoders_get_one_row_of_ids_per_codebook():
     assert layout == "ids per codebook"
     ids = main_input(model, torch.Generator().manual_seed(0), layout=layout)["input_ids"]
     assert ids.shape[0] == BATCH * model.config.num_codebooks
+
+
+def test_embeddings_and_latents_are_vectors_in_the_models_width():
+    import torch
+
+    from torchneuron.compat.models.inputs import BATCH, SEQ, NoInputRecipe, main_input
+
+    class Model:
+        class config:  # noqa: N801 - stands for a config instance
+            hidden_size = 64
+
+        def forward(self, inputs_embeds, latents=None, context_hidden_states=None):
+            pass
+
+    gen = torch.Generator().manual_seed(0)
+    for name in ("inputs_embeds", "latents", "context_hidden_states", "noise_embeds"):
+        assert main_input(Model(), gen, name)[name].shape == (BATCH, SEQ, 64)
+    assert main_input(Model(), gen, "latents", "audio transposed")["latents"].shape == (BATCH, 64, SEQ)
+    Model.config.hidden_size = None
+    with pytest.raises(NoInputRecipe, match="no width"):
+        main_input(Model(), gen, "inputs_embeds")

@@ -130,11 +130,12 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
 
 # Audio comes in two layouts that configs do not tell apart: raw samples as (batch, samples) or
 # with a channel axis, (batch, 1, samples), for convolutional codecs; features as (batch,
-# frames, features) or Whisper's (batch, features, frames). Token ids over audio codebooks come
-# flattened per codebook. The battery tries the layouts in order (check.build_tiny records which
-# ran).
+# frames, features) or Whisper's (batch, features, frames); a codec decoder's latents as
+# (batch, frames, width) or (batch, width, frames). Token ids over audio codebooks come
+# flattened per codebook. The battery tries the layouts in order (check.build_tiny records
+# which ran).
 LAYOUTS = ("as documented", "audio transposed", "ids per codebook")
-AUDIO_INPUTS = ("input_values", "input_features")
+AUDIO_INPUTS = ("input_values", "input_features", "latents")
 
 
 def _audio_transposed(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -145,7 +146,7 @@ def _audio_transposed(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
             continue
         if name == "input_values" and x.dim() == 2:
             out[name] = x.unsqueeze(1)  # one channel
-        elif name == "input_features" and x.dim() == 3:
+        elif name in ("input_features", "latents") and x.dim() == 3:
             out[name] = x.transpose(1, 2).contiguous()
     return out
 
@@ -184,6 +185,12 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if name.endswith("_input_ids"):  # a second text input (a Q-Former's, a decoder's)
         return {name: token_ids(config, (BATCH, SEQ), gen)}
+    if name in ("inputs_embeds", "latents") or name.endswith(("_embeds", "_hidden_states")):
+        # Vectors in the model's width: embeddings, a decoder's latents, another tower's states.
+        width = _sub(config, "hidden_size", "d_model", "latent_dim", "embed_dim")
+        if not isinstance(width, int):
+            raise NoInputRecipe(f"no width in the config for {name!r}")
+        return {name: torch.randn(BATCH, SEQ, width, generator=gen)}
     if name == "pixel_values":
         return {name: _pixels(config, gen, _frames(config) if _is_video(model) else None)}
     if name == "pixel_values_videos":
