@@ -191,3 +191,9 @@ def test_embeddings_and_latents_are_vectors_in_the_models_width():
     Model.config.hidden_size = None
     with pytest.raises(NoInputRecipe, match="no width"):
         main_input(Model(), gen, "inputs_embeds")
+
+
+def test_lists_that_split_the_width_are_split_alike_and_object_queries_shrink():
+    out = shrink_dict({"hidden_size": 256, "axial_pos_embds_dim": [64, 192], "num_queries": 300})
+    assert out["axial_pos_embds_dim"] == [16, 48] and sum(out["axial_pos_embds_dim"]) == 64
+    assert out["num_queries"] == 16

@@ -21,6 +21,7 @@ IMAGE_SIZE = 32
 PATCH_SIZE = 4
 EXPERTS = 4
 EXPERTS_PER_TOKEN = 2
+QUERIES = 16
 
 _HIDDEN_KEYS = {
     "hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "d_embed", "model_dim",
@@ -152,6 +153,8 @@ def _shrink_int(key: str, value: int) -> int:
         return min(value, IMAGE_SIZE)
     if key == "patch_size":
         return min(value, PATCH_SIZE)
+    if key == "num_queries":
+        return min(value, QUERIES)  # object queries: fewer than the tiny image's tokens
     if key == "num_conv_pos_embeddings":
         return min(value, 16)
     return value
@@ -195,7 +198,8 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
     in the defaults, else hidden_size // num_attention_heads (also where the default leaves it
     None, which the config documents as that quotient); key/value heads equal to the query heads
     in the defaults (no grouped-query attention) stay equal; other widths (`*_dim`, `*_size`)
-    no rule shrank that equal hidden_size in the defaults follow it (EnCodec's codebook_dim)."""
+    no rule shrank that equal hidden_size in the defaults follow it (EnCodec's codebook_dim),
+    and lists that sum to it are split in the same proportions."""
     if all(isinstance(out.get(k), int) for k in ("qk_nope_head_dim", "qk_rope_head_dim")) \
             and isinstance(out.get("qk_head_dim"), int):
         out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
@@ -213,6 +217,11 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
         else:
             out["head_dim"] = max(1, hidden // heads)
     if isinstance(hidden, int) and isinstance(d.get("hidden_size"), int):
+        for key, value in d.items():  # parts of the width (Reformer's axial embeddings)
+            if isinstance(key, str) and isinstance(value, list) and len(value) > 1 \
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in value) \
+                    and sum(value) == d["hidden_size"] and sum(out[key]) != hidden:
+                out[key] = _scaled_sections(value, hidden)
         for key, value in d.items():  # widths left at their default that equal hidden_size
             if isinstance(key, str) and _WIDTH_NAME.search(key) and value == d["hidden_size"] \
                     and isinstance(value, int) and not isinstance(value, bool) \
