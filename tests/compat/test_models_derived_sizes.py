@@ -197,3 +197,26 @@ def test_lists_that_split_the_width_are_split_alike_and_object_queries_shrink():
     out = shrink_dict({"hidden_size": 256, "axial_pos_embds_dim": [64, 192], "num_queries": 300})
     assert out["axial_pos_embds_dim"] == [16, 48] and sum(out["axial_pos_embds_dim"]) == 64
     assert out["num_queries"] == 16
+
+
+def test_a_layers_own_head_parts_keep_their_sum_as_its_head_dim():
+    # dots3_note_text: sliding layers override qk_nope_head_dim (192 + 64 = head_dim 256).
+    d = {"hidden_size": 4096, "num_attention_heads": 64, "num_hidden_layers": 4,
+         "head_dim": 256, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+         "layer_types": ["indexed", "indexed", "sliding", "sliding"],
+         "per_layer_config": {"02": {"qk_nope_head_dim": 192}, "03": {"qk_nope_head_dim": 192}}}
+    out = shrink_dict(d)
+    layer = out["per_layer_config"]["1"]  # layer 2 is kept as layer 1
+    assert layer["head_dim"] == layer["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+    assert out["head_dim"] == out["hidden_size"] // out["num_attention_heads"]
+
+
+def test_the_report_names_the_command_line_after_the_subcommand(monkeypatch):
+    import sys
+
+    from torchneuron.compat.models.command import _arguments_after
+
+    monkeypatch.setattr(sys, "argv", ["python -m torchneuron.compat", "models", "--out", "r"])
+    assert _arguments_after("models") == ["--out", "r"]
+    monkeypatch.setattr(sys, "argv", ["torchneuron", "compat", "models", "--jobs", "2"])
+    assert _arguments_after("models") == ["--jobs", "2"]

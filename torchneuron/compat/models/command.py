@@ -43,6 +43,13 @@ def _select(patterns: list[str] | None, sample: bool):
     return archs
 
 
+def _arguments_after(word: str) -> list[str]:
+    """The command line after the subcommand, however the program was started (`torchneuron
+    compat models ...` or `python -m torchneuron.compat models ...`)."""
+    argv = sys.argv[1:]
+    return argv[argv.index(word) + 1:] if word in argv else argv
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
     import transformers
@@ -65,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     records = run_all(archs, args.timeout, args.chunk, args.threads, progress, max(1, args.jobs))
     bar.close()
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
-            "command": "torchneuron compat models " + " ".join(sys.argv[3:]), "jobs": args.jobs,
+            "command": "torchneuron compat models " + " ".join(_arguments_after("models")),
+            "jobs": args.jobs,
             "seconds": time.monotonic() - started}
     if not args.skip_minilm:
         from .minilm import check_minilm

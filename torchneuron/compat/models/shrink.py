@@ -235,6 +235,24 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
         out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
 
 
+def _derive_per_layer(d: dict, out: dict, keep: list[int]) -> None:
+    """A layer's own settings (per_layer_config) override the model's: its derived sizes are
+    derived from the merged view, and where they differ from the model's the layer gets its own
+    (a layer whose default head_dim is the sum of its own head parts keeps that sum)."""
+    for key, value in d.items():
+        full = _per_layer(value, keep) if isinstance(value, dict) else None
+        if not full or not isinstance(out.get(key), dict):
+            continue
+        for index, layer in out[key].items():
+            if not isinstance(layer, dict) or not isinstance(full.get(index), dict):
+                continue
+            merged = {**out, **layer}
+            _derive_head_sizes({**d, **full[index]}, merged)
+            for name in ("head_dim", "qk_head_dim", *_KV_HEAD_KEYS):
+                if name in merged and merged[name] != out.get(name, layer.get(name)):
+                    layer[name] = merged[name]
+
+
 # State-space (Mamba-2) mixers: heads x head width equals expand x hidden_size.
 _SSM_HEADS = (("mamba_n_heads", "mamba_d_head", "mamba_expand"), ("num_heads", "head_dim", "expand"),
               ("n_mamba_heads", "mamba_headdim", "mamba_expand"))
@@ -322,6 +340,8 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
         out.pop(key, None)  # backbone outputs name stages; let the config derive them again
     _derive_head_sizes(d, out)
     _derive_ssm_heads(d, out)
+    if layers_before:
+        _derive_per_layer(d, out, keep)
     if profile.endswith("full head_dim"):
         _keep_head_dim(d, out)
     for key in out:  # an offset inside the shrunk period: the kind still occurs
