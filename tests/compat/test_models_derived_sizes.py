@@ -220,3 +220,10 @@ def test_the_report_names_the_command_line_after_the_subcommand(monkeypatch):
     assert _arguments_after("models") == ["--out", "r"]
     monkeypatch.setattr(sys, "argv", ["torchneuron", "compat", "models", "--jobs", "2"])
     assert _arguments_after("models") == ["--jobs", "2"]
+
+
+def test_the_every_width_profile_shrinks_the_base_width_of_convolutional_towers():
+    d = {"base_channels": 128, "num_filters": 32, "channel_multiplier": [1, 2, 4]}
+    out = shrink_dict(d, "every width")
+    assert (out["base_channels"], out["num_filters"]) == (32, 8)
+    assert shrink_dict(d)["base_channels"] == 128  # the first profile leaves it

@@ -35,6 +35,8 @@ _HIDDEN_KEYS = {
 _EXTRA_WIDTH_KEYS = {"out_hidden_size", "d_latents", "image_token_embed_dim", "text_hidden_size",
                      "expert_ffn_hidden_size", "classifier_proj_size", "quantization_dim",
                      "xvector_output_dim"}
+# The first width of a convolutional tower whose stages multiply it (VQ-GAN, codec encoders).
+_BASE_WIDTH_KEYS = {"base_channels", "num_filters", "n_filters"}
 _GROUPS = re.compile(r"_groups$")
 _SCALING = re.compile(r"(width|depth)_(coefficient|multiplier)$")
 GROUPS = 8  # divides every shrunk width (multiples of 8)
@@ -163,6 +165,8 @@ def _shrink_int(key: str, value: int) -> int:
 def _shrink_every_width(key: str, value: int) -> int:
     if key in _EXTRA_WIDTH_KEYS:
         return min(value, HIDDEN)
+    if key in _BASE_WIDTH_KEYS:
+        return max(8, value // 4)  # each stage multiplies it: a quarter shrinks every stage
     if key == "num_groups" or _GROUPS.search(key):
         return min(value, GROUPS)
     return value
