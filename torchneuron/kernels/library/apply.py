@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import attention
-from .checks import FLOAT_DTYPES
+from .checks import FLOAT_DTYPES, is_neuron
 from .cross_entropy import cross_entropy
 from .rms_norm import rms_norm
 from .rope import rope
@@ -35,7 +35,7 @@ FAMILIES = ("Llama", "Qwen2", "Mixtral")
 
 
 def _on_device(*tensors) -> bool:
-    return all(t.device.type == "neuron" and t.dtype in FLOAT_DTYPES for t in tensors)
+    return all(t.dtype in FLOAT_DTYPES and is_neuron(t.device) for t in tensors)
 
 
 def _original(module):

@@ -265,8 +265,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
               scale: float | None = None) -> torch.Tensor:
     """softmax(q k^T * scale) v per head; q (batch, heads, q_seq, d), k and v (batch, kv_heads,
     kv_seq, d); scale defaults to 1/sqrt(d)."""
-    checks.floating("attention", q=q, k=k, v=v)
-    checks.on_neuron("attention", q=q, k=k, v=v)
+    checks.inputs("attention", q=q, k=k, v=v)
     checks.shape("attention", q.dim() == 4 and k.dim() == 4 and v.dim() == 4,
                  lambda: f"q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} must be "
                          "(batch, heads, seq, head_dim)")

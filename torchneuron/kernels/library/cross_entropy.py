@@ -401,12 +401,10 @@ def cross_entropy(logits_or_hidden: torch.Tensor, target: torch.Tensor,
     """The cross-entropy loss of logits (rows, vocab), or of hidden states (rows, hidden) times
     `weight` (vocab, hidden) without materializing the logits; `target` (rows,) class ids."""
     x = logits_or_hidden
-    checks.floating("cross_entropy", logits_or_hidden=x)
-    tensors = dict(logits_or_hidden=x, target=target)
-    if weight is not None:
-        checks.floating("cross_entropy", weight=weight)
-        tensors["weight"] = weight
-    checks.on_neuron("cross_entropy", **tensors)
+    if weight is None:
+        checks.inputs("cross_entropy", ("target", target), logits_or_hidden=x)
+    else:
+        checks.inputs("cross_entropy", ("target", target), logits_or_hidden=x, weight=weight)
     checks.shape("cross_entropy", reduction in ("mean", "sum", "none"),
                  lambda: f"reduction={reduction!r}; expected 'mean', 'sum' or 'none'")
     checks.shape("cross_entropy", x.dim() == 2 and target.dim() == 1

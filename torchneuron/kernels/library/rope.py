@@ -143,8 +143,7 @@ rope_op.register_autograd(_backward, setup_context=_setup_context)
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """(q_rotated, k_rotated): q (batch, heads, seq, d), k (batch, kv_heads, seq, d), cos and
     sin (batch, seq, d) or (seq, d)."""
-    checks.floating("rope", q=q, k=k, cos=cos, sin=sin)
-    checks.on_neuron("rope", q=q, k=k, cos=cos, sin=sin)
+    checks.inputs("rope", q=q, k=k, cos=cos, sin=sin)
     checks.shape("rope", q.dim() == 4 and k.dim() == 4,
                  lambda: f"q {tuple(q.shape)} and k {tuple(k.shape)} must be (batch, heads, seq, "
                          "head_dim)")

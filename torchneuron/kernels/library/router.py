@@ -236,8 +236,7 @@ router_topk_op.register_autograd(_backward, setup_context=_setup_context)
 def router_topk(x: torch.Tensor, w_router: torch.Tensor, k: int):
     """(router_logits, scores, indices) for tokens x (..., hidden) and w_router (experts,
     hidden): the k most probable experts per token and their renormalised probabilities."""
-    checks.floating("router_topk", x=x, w_router=w_router)
-    checks.on_neuron("router_topk", x=x, w_router=w_router)
+    checks.inputs("router_topk", x=x, w_router=w_router)
     checks.shape("router_topk", w_router.dim() == 2 and x.dim() >= 1
                  and w_router.shape[1] == x.shape[-1] and w_router.dtype == x.dtype,
                  lambda: f"w_router {tuple(w_router.shape)} {w_router.dtype} must be (experts, "

@@ -168,8 +168,7 @@ def swiglu_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
                w_down: torch.Tensor) -> torch.Tensor:
     """silu(x @ w_gate.T) * (x @ w_up.T) @ w_down.T for x (..., hidden)."""
     tensors = dict(x=x, w_gate=w_gate, w_up=w_up, w_down=w_down)
-    checks.floating("swiglu_mlp", **tensors)
-    checks.on_neuron("swiglu_mlp", **tensors)
+    checks.inputs("swiglu_mlp", **tensors)
     checks.shape("swiglu_mlp", len({t.dtype for t in tensors.values()}) == 1,
                  lambda: "x and the weights must share one dtype (the Tensor Engine multiplies "
                          "equal dtypes); got "
