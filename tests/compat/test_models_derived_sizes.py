@@ -227,3 +227,17 @@ def test_the_every_width_profile_shrinks_the_base_width_of_convolutional_towers(
     out = shrink_dict(d, "every width")
     assert (out["base_channels"], out["num_filters"]) == (32, 8)
     assert shrink_dict(d)["base_channels"] == 128  # the first profile leaves it
+
+
+def test_layout_boxes_are_ordered_corners_inside_the_page():
+    import torch
+
+    from torchneuron.compat.models.inputs import boxes
+
+    class Config:
+        max_2d_position_embeddings = 512
+
+    b = boxes(Config(), (2, 8), torch.Generator().manual_seed(0))
+    assert b.shape == (2, 8, 4) and b.dtype == torch.long
+    assert (b[..., 0] <= b[..., 2]).all() and (b[..., 1] <= b[..., 3]).all()
+    assert b.min() >= 0 and b.max() <= 511

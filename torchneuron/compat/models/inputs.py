@@ -242,10 +242,22 @@ def _required(model) -> list[str]:
             if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
+BOX_RANGE = 1000  # layout models normalize page coordinates to 0..1000
+
+
+def boxes(config, shape, gen: torch.Generator) -> torch.Tensor:
+    """One box (x0, y0, x1, y1) per token, x0 <= x1 and y0 <= y1, inside the page coordinates
+    the config's 2-D position embeddings cover."""
+    limit = min(BOX_RANGE, (_sub(config, "max_2d_position_embeddings") or BOX_RANGE) - 1)
+    corners = torch.randint(limit + 1, (*shape, 2, 2), generator=gen).sort(dim=-2).values
+    return corners.reshape(*shape, 4)  # the smaller corner (x0, y0), then (x1, y1)
+
+
 def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """An input for every modality the model declares (`input_modalities`) that its forward
-    takes by name: dual encoders (CLIP-like) need text and image together; then any input
-    forward requires that has a recipe (a Q-Former's own token ids)."""
+    takes by name: dual encoders (CLIP-like) need text and image together; a layout model's
+    boxes where forward takes `bbox`; then any input forward requires that has a recipe (a
+    Q-Former's own token ids)."""
     inputs: dict[str, torch.Tensor] = {}
     modalities = _modalities(model)
     for modality in modalities:
@@ -255,6 +267,8 @@ def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> di
             if _named(model, name) and name not in inputs:
                 inputs.update(main_input(model, gen, name, layout))
                 break
+    if _named(model, "bbox") and "input_ids" in inputs:
+        inputs["bbox"] = boxes(model.config, inputs["input_ids"].shape, gen)
     for name in _required(model):
         if name not in inputs:
             try:
