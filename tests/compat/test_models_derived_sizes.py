@@ -241,3 +241,33 @@ def test_layout_boxes_are_ordered_corners_inside_the_page():
     assert b.shape == (2, 8, 4) and b.dtype == torch.long
     assert (b[..., 0] <= b[..., 2]).all() and (b[..., 1] <= b[..., 3]).all()
     assert b.min() >= 0 and b.max() <= 511
+
+
+def test_a_forecasters_required_lengths_and_past_inputs_come_from_its_config():
+    import torch
+
+    from torchneuron.compat.models.catalog import by_type
+    from torchneuron.compat.models.check import build_tiny
+    from torchneuron.compat.models.inputs import BATCH, modality_inputs
+    from torchneuron.compat.models.shrink import REQUIRED_LENGTH
+
+    model, *_ = build_tiny(by_type("informer"))
+    config = model.config
+    assert config.prediction_length == config.context_length == REQUIRED_LENGTH
+    inputs = modality_inputs(model, torch.Generator().manual_seed(0))
+    past = config.context_length + max(config.lags_sequence)  # documented past length
+    assert inputs["past_values"].shape == (BATCH, past)
+    assert inputs["past_observed_mask"].shape == (BATCH, past)
+    assert inputs["past_time_features"].shape[:2] == (BATCH, past)
+
+
+def test_a_required_length_is_given_only_where_the_model_asks_and_the_config_leaves_it_unset():
+    from transformers import InformerConfig
+
+    from torchneuron.compat.models.shrink import give_required_length
+
+    config = InformerConfig()
+    asked = ValueError("The `prediction_length` config needs to be specified.")
+    assert give_required_length(config, asked) and config.prediction_length == 8
+    assert not give_required_length(config, asked)  # now set: the error is the model's own
+    assert not give_required_length(InformerConfig(), ValueError("something else"))

@@ -173,6 +173,20 @@ def _config_for(cls, config):
     return config
 
 
+def _meta_parameters(cls, config) -> int:
+    """The model's parameter count, built on the meta device; a length the model requires and
+    the config leaves unset (shrink.give_required_length) is given first."""
+    from .shrink import give_required_length
+
+    while True:
+        try:
+            with torch.device("meta"):
+                return sum(p.numel() for p in cls(config).parameters())
+        except ValueError as e:
+            if not give_required_length(config, e):
+                raise
+
+
 def _build(arch: Architecture, profile: str):
     import transformers
 
@@ -183,8 +197,7 @@ def _build(arch: Architecture, profile: str):
         config.is_decoder = True  # encoder models used as LM heads (BertLMHeadModel) need it
     cls = getattr(transformers, arch.class_name)
     config = _config_for(cls, config)
-    with torch.device("meta"):
-        n = sum(p.numel() for p in cls(config).parameters())
+    n = _meta_parameters(cls, config)
     if n > MAX_PARAMETERS:
         raise RuntimeError(f"tiny config still has {n / 1e6:.0f}M parameters")
     _seed_everything()

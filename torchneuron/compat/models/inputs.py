@@ -102,14 +102,31 @@ def _frames(config) -> int:
     return frames if isinstance(frames, int) else VIDEO_FRAMES
 
 
-def _series(config, gen: torch.Generator) -> torch.Tensor:
-    """A time series' past values: (batch, context) or (batch, context, channels) where the
-    config names its channels."""
+def _past_length(config) -> int:
+    """How many past steps a series gives: the context, plus the largest lag where the model
+    takes lagged copies of it (documented as context_length + max(lags_sequence))."""
     length = _sub(config, "context_length")
     length = length if isinstance(length, int) else SERIES_LENGTH
+    lags = _sub(config, "lags_sequence")
+    return length + max(lags) if isinstance(lags, (list, tuple)) and lags else length
+
+
+def _series(config, gen: torch.Generator) -> torch.Tensor:
+    """A time series' past values: (batch, past length) or (batch, past length, channels)
+    where the config names its channels."""
+    length = _past_length(config)
     channels = _sub(config, "num_input_channels")
     shape = (BATCH, length, channels) if isinstance(channels, int) else (BATCH, length)
     return torch.randn(*shape, generator=gen)
+
+
+def _series_companion(config, name: str, gen: torch.Generator) -> torch.Tensor:
+    """What comes beside past values: which steps were observed (all of them), and the time
+    features of each step (num_time_features + num_dynamic_real_features per step)."""
+    if name == "past_observed_mask":
+        return torch.ones(_series(config, torch.Generator()).shape)
+    features = sum(_sub(config, k) or 0 for k in ("num_time_features", "num_dynamic_real_features"))
+    return torch.randn(BATCH, _past_length(config), features, generator=gen)
 
 
 def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -197,6 +214,8 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
         return {name: _pixels(config, gen, _frames(config))}
     if name == "past_values":
         return {name: _series(config, gen)}
+    if name in ("past_observed_mask", "past_time_features"):
+        return {name: _series_companion(config, name, gen)}
     if name == "input_values" and isinstance(getattr(config, "num_mel_bins", None), int) \
             and isinstance(getattr(config, "max_length", None), int):
         # A spectrogram transformer (AST): (batch, max_length frames, mel bins).

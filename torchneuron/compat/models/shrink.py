@@ -419,6 +419,25 @@ def _set_tied_name(d: dict, key: str, other: str) -> bool:
     return any(_set_tied_name(v, key, other) for v in d.values() if isinstance(v, dict))
 
 
+# A length the defaults leave unset and the model requires: "The `prediction_length` config
+# needs to be specified."
+_REQUIRED_LENGTH = re.compile(r"`(?P<key>\w+_length)` config needs to be specified")
+REQUIRED_LENGTH = 8
+
+
+def give_required_length(config, e: BaseException) -> bool:
+    """Sets the length the model's error asks for, where the config leaves it None, and the
+    other lengths left None, which the config derives from it when it is given (a
+    forecaster's context_length defaults to its prediction_length)."""
+    required = _REQUIRED_LENGTH.search(_messages(e))
+    if not required or getattr(config, required["key"], 0) is not None:
+        return False
+    for key, value in config.to_dict().items():
+        if key.endswith("_length") and value is None:
+            setattr(config, key, REQUIRED_LENGTH)
+    return True
+
+
 def _repair_tied_size(small: dict, message: str) -> bool:
     tied = _TIED_SIZE.search(message)
     if tied:
