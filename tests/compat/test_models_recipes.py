@@ -218,7 +218,16 @@ def test_spectrogram_transformers_get_frames_by_mel_bins():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "glm4v_text", "swin", "llama4"])
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "glm4v_text", "swin", "llama4", "informer",
+                                        "omniasr_ctc", "musicgen", "bros"])
 def test_types_the_derived_sizes_reach_match_the_cpu(model_type):
     rec = check(by_type(model_type))
     assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
+
+
+@pytest.mark.slow
+def test_a_generator_of_waveforms_is_compared_tensor_by_tensor():
+    # VibeVoice's generate() returns a list of waveforms, not token ids.
+    rec = check(by_type("vibevoice"))
+    assert rec["generate"] == PASS, rec["cause"]
+    assert rec["max_abs_error"]["generate"] == 0.0
