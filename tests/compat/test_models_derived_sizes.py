@@ -271,3 +271,18 @@ def test_a_required_length_is_given_only_where_the_model_asks_and_the_config_lea
     assert give_required_length(config, asked) and config.prediction_length == 8
     assert not give_required_length(config, asked)  # now set: the error is the model's own
     assert not give_required_length(InformerConfig(), ValueError("something else"))
+
+
+def test_native_resolution_towers_get_padded_patches_a_mask_and_each_images_shape():
+    import torch
+
+    from torchneuron.compat.models.catalog import by_type
+    from torchneuron.compat.models.check import build_tiny
+    from torchneuron.compat.models.inputs import BATCH, NATIVE_SIDE, main_input
+
+    model, *_ = build_tiny(by_type("siglip2_vision_model"))
+    inputs = main_input(model, torch.Generator().manual_seed(0))
+    patch, channels = model.config.patch_size, model.config.num_channels
+    assert inputs["pixel_values"].shape == (BATCH, NATIVE_SIDE ** 2, channels * patch * patch)
+    assert inputs["pixel_attention_mask"].shape == (BATCH, NATIVE_SIDE ** 2)
+    assert inputs["spatial_shapes"].tolist() == [[NATIVE_SIDE, NATIVE_SIDE]] * BATCH

@@ -168,6 +168,22 @@ def _audio_transposed(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
     return out
 
 
+NATIVE_SIDE = 4  # patches per side of a native-resolution image
+
+
+def _native_resolution_patches(model, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Native-resolution (NaFlex) towers take images as flattened patches (channels x patch x
+    patch values each) padded to a length, a mask of the real patches, and each image's
+    (height, width) in patches: here a square image of NATIVE_SIDE x NATIVE_SIDE patches."""
+    config = model.config
+    channels = _sub(config, "num_channels", "in_channels") or 3
+    patch = _sub(config, "patch_size") or 16
+    count = NATIVE_SIDE * NATIVE_SIDE
+    return {"pixel_values": torch.randn(BATCH, count, channels * patch * patch, generator=gen),
+            "pixel_attention_mask": torch.ones(BATCH, count, dtype=torch.long),
+            "spatial_shapes": torch.tensor([[NATIVE_SIDE, NATIVE_SIDE]] * BATCH)}
+
+
 def main_input(model, gen: torch.Generator, name: str | None = None,
                layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """The model's main input (and attention mask) from its config, or the input `name`, in
@@ -197,6 +213,8 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
     config, name = model.config, name or _main_input_name(model)
     if name in ("hidden_states", "pixel_values") and _named(model, "grid_thw"):
         return _patches_on_a_grid(model, name, gen)
+    if name == "pixel_values" and _named(model, "spatial_shapes"):
+        return _native_resolution_patches(model, gen)
     if name == "input_ids":
         ids = token_ids(config, (BATCH, SEQ), gen)
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
@@ -232,7 +250,7 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
             # Whisper-style encoders: (batch, mel bins, 2 frames per encoder position).
             return {name: torch.randn(BATCH, mel_bins, 2 * source_positions, generator=gen)}
         per_frame = _sub(config, "input_feat_per_channel", "feature_size", "num_mel_bins",
-                         "input_dim", "input_feat_size")
+                         "input_dim", "input_feat_size", "feature_projection_input_dim")
         if isinstance(per_frame, int):
             channels = _sub(config, "input_channels") or 1
             return {name: torch.randn(BATCH, FEATURE_FRAMES, per_frame * channels, generator=gen)}
