@@ -286,3 +286,17 @@ def test_native_resolution_towers_get_padded_patches_a_mask_and_each_images_shap
     assert inputs["pixel_values"].shape == (BATCH, NATIVE_SIDE ** 2, channels * patch * patch)
     assert inputs["pixel_attention_mask"].shape == (BATCH, NATIVE_SIDE ** 2)
     assert inputs["spatial_shapes"].tolist() == [[NATIVE_SIDE, NATIVE_SIDE]] * BATCH
+
+
+def test_an_input_features_mask_marks_every_frame_valid_on_the_frame_axis():
+    import torch
+
+    from torchneuron.compat.models.inputs import _all_frames_valid
+
+    class Config:
+        num_mel_bins = 128
+
+    mel_first = _all_frames_valid(Config(), torch.zeros(2, 128, 300))
+    frames_first = _all_frames_valid(Config(), torch.zeros(2, 64, 128))
+    assert mel_first.shape == (2, 300) and frames_first.shape == (2, 64)
+    assert mel_first.dtype == torch.long and bool(mel_first.all())

@@ -290,6 +290,14 @@ def boxes(config, shape, gen: torch.Generator) -> torch.Tensor:
     return corners.reshape(*shape, 4)  # the smaller corner (x0, y0), then (x1, y1)
 
 
+def _all_frames_valid(config, features: torch.Tensor) -> torch.Tensor:
+    """input_features_mask, documented as (batch, frames), 1 for valid mel frames: all valid.
+    The frames are the axis that is not the config's feature size."""
+    size = _sub(config, "num_mel_bins", "feature_size", "input_feat_per_channel", "input_dim")
+    frames = features.shape[-1] if features.shape[1] == size else features.shape[1]
+    return torch.ones(features.shape[0], frames, dtype=torch.long)
+
+
 def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """An input for every modality the model declares (`input_modalities`) that its forward
     takes by name: dual encoders (CLIP-like) need text and image together; a layout model's
@@ -306,6 +314,8 @@ def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> di
                 break
     if _named(model, "bbox") and "input_ids" in inputs:
         inputs["bbox"] = boxes(model.config, inputs["input_ids"].shape, gen)
+    if "input_features" in inputs and "input_features_mask" in _required(model):
+        inputs["input_features_mask"] = _all_frames_valid(model.config, inputs["input_features"])
     for name in _required(model):
         if name not in inputs:
             try:
