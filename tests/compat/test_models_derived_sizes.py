@@ -300,3 +300,18 @@ def test_an_input_features_mask_marks_every_frame_valid_on_the_frame_axis():
     frames_first = _all_frames_valid(Config(), torch.zeros(2, 64, 128))
     assert mel_first.shape == (2, 300) and frames_first.shape == (2, 64)
     assert mel_first.dtype == torch.long and bool(mel_first.all())
+
+
+def test_inputs_the_config_sizes_by_name_and_language_ids_come_with_the_modalities():
+    import torch
+
+    from torchneuron.compat.models.catalog import by_type
+    from torchneuron.compat.models.check import build_tiny
+    from torchneuron.compat.models.inputs import BATCH, SEQ, modality_inputs
+
+    model, *_ = build_tiny(by_type("lxmert"))
+    inputs = modality_inputs(model, torch.Generator().manual_seed(0))
+    assert inputs["visual_feats"].shape == (BATCH, SEQ, model.config.visual_feat_dim)
+    assert inputs["visual_pos"].shape == (BATCH, SEQ, model.config.visual_pos_dim)
+    model, *_ = build_tiny(by_type("xmod"))
+    assert modality_inputs(model, torch.Generator().manual_seed(0))["lang_ids"].tolist() == [0, 0]

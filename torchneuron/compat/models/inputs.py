@@ -255,6 +255,8 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
             channels = _sub(config, "input_channels") or 1
             return {name: torch.randn(BATCH, FEATURE_FRAMES, per_frame * channels, generator=gen)}
         raise NoInputRecipe("input_features without a feature size in the config")
+    if isinstance(_feature_width(config, name), int):  # vectors sized by `<name>_dim`
+        return {name: torch.randn(BATCH, SEQ, _feature_width(config, name), generator=gen)}
     raise NoInputRecipe(f"no recipe for main input {name!r}")
 
 
@@ -290,6 +292,15 @@ def boxes(config, shape, gen: torch.Generator) -> torch.Tensor:
     return corners.reshape(*shape, 4)  # the smaller corner (x0, y0), then (x1, y1)
 
 
+def _feature_width(config, name: str):
+    """The width the config gives an input of vectors by its name: `visual_feats` is sized by
+    `visual_feat_dim`, `visual_pos` by `visual_pos_dim` (LXMERT)."""
+    for key in (f"{name}_dim", f"{name[:-1]}_dim" if name.endswith("s") else None):
+        if key and isinstance(getattr(config, key, None), int):
+            return getattr(config, key)
+    return None
+
+
 def _all_frames_valid(config, features: torch.Tensor) -> torch.Tensor:
     """input_features_mask, documented as (batch, frames), 1 for valid mel frames: all valid.
     The frames are the axis that is not the config's feature size."""
@@ -301,8 +312,9 @@ def _all_frames_valid(config, features: torch.Tensor) -> torch.Tensor:
 def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """An input for every modality the model declares (`input_modalities`) that its forward
     takes by name: dual encoders (CLIP-like) need text and image together; a layout model's
-    boxes where forward takes `bbox`; then any input forward requires that has a recipe (a
-    Q-Former's own token ids)."""
+    boxes where forward takes `bbox`, the first language where it takes `lang_ids`, vectors
+    for inputs the config sizes by name (`visual_feats` by `visual_feat_dim`); then any input
+    forward requires that has a recipe (a Q-Former's own token ids)."""
     inputs: dict[str, torch.Tensor] = {}
     modalities = _modalities(model)
     for modality in modalities:
@@ -314,6 +326,11 @@ def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> di
                 break
     if _named(model, "bbox") and "input_ids" in inputs:
         inputs["bbox"] = boxes(model.config, inputs["input_ids"].shape, gen)
+    if _named(model, "lang_ids") and "input_ids" in inputs:  # the first language's adapters
+        inputs["lang_ids"] = torch.zeros(inputs["input_ids"].shape[0], dtype=torch.long)
+    for name in inspect.signature(model.forward).parameters:
+        if name not in inputs and isinstance(_feature_width(model.config, name), int):
+            inputs.update(main_input(model, gen, name, layout))
     if "input_features" in inputs and "input_features_mask" in _required(model):
         inputs["input_features_mask"] = _all_frames_valid(model.config, inputs["input_features"])
     for name in _required(model):
