@@ -4,17 +4,20 @@
 #include "aten/Fallback.h"
 
 #include "aten/CpuAlias.h"
+#include "aten/DeferredOp.h"
 #include "aten/Float64Gate.h"
 #include "aten/IValueTensors.h"
 #include "aten/QuantizedRefusal.h"
 #include "aten/SparseMembers.h"
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -125,39 +128,14 @@ c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session,
 
 }  // namespace
 
-void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                     torch::jit::Stack* stack) {
+void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack, AliasSession& session) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const std::size_t num_args = arguments.size();
   const std::size_t begin = stack->size() - num_args;
+  const c10::DeviceIndex device = session.device();
 
-  DeviceCheck check(op);
-  bool has_float64 = false;
-  for (std::size_t i = 0; i < num_args; ++i) {
-    const c10::IValue& v = (*stack)[begin + i];
-    if (v.isDevice()) {
-      check.visit_device_arg(v.toDevice());
-    } else if (v.isInt()) {
-      has_float64 = has_float64 || asks_float64(arguments[i], v);
-    } else {
-      const c10::AliasInfo* alias = arguments[i].alias_info();
-      const bool written = alias != nullptr && alias->isWrite();
-      for_each_tensor(v, [&](const at::Tensor& t) {
-        check.visit(t, written);
-        // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
-        // the op compute in float64 (type promotion keeps the tensor operands' dtype).
-        has_float64 = has_float64 || (is_neuron(t) && is_float64_family(t.scalar_type()) &&
-                                      !t.unsafeGetTensorImpl()->is_wrapped_number());
-      });
-    }
-  }
-  const c10::DeviceIndex device = check.finish();
-  if (has_float64) check_float64(op.operator_name());
-  profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
-  if (activity.active()) activity.inputs(&(*stack)[begin], num_args);
-
-  AliasSession session(device);
   std::optional<GeneratorBridge> bridge;
   for (std::size_t i = 0; i < num_args; ++i) {
     c10::IValue& v = (*stack)[begin + i];
@@ -201,6 +179,48 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   bridge.reset();
   session.sync_back();
+}
+
+void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                     torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const std::size_t num_args = arguments.size();
+  const std::size_t begin = stack->size() - num_args;
+
+  DeviceCheck check(op);
+  bool has_float64 = false;
+  std::size_t largest = 0;  // bytes of the largest neuron operand
+  for (std::size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[begin + i];
+    if (v.isDevice()) {
+      check.visit_device_arg(v.toDevice());
+    } else if (v.isInt()) {
+      has_float64 = has_float64 || asks_float64(arguments[i], v);
+    } else {
+      const c10::AliasInfo* alias = arguments[i].alias_info();
+      const bool written = alias != nullptr && alias->isWrite();
+      for_each_tensor(v, [&](const at::Tensor& t) {
+        check.visit(t, written);
+        if (!is_neuron(t)) return;
+        // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
+        // the op compute in float64 (type promotion keeps the tensor operands' dtype).
+        has_float64 = has_float64 || (is_float64_family(t.scalar_type()) &&
+                                      !t.unsafeGetTensorImpl()->is_wrapped_number());
+        largest = std::max<std::size_t>(largest, t.numel() * t.itemsize());
+      });
+    }
+  }
+  const c10::DeviceIndex device = check.finish();
+  if (has_float64) check_float64(op.operator_name());
+  // Asynchronous execution: the op is queued on the current stream when its results' metadata
+  // can be known now (DeferredOp.h); otherwise it runs here, after the queued work.
+  if (!exec::run_inline(largest) && defer_op(op, ks, stack, device)) return;
+
+  profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
+  if (activity.active()) activity.inputs(&(*stack)[begin], num_args);
+  AliasSession session(device);
+  run_cpu_kernel(op, ks, stack, session);
 
   const std::size_t num_returns = schema.returns().size();
   const std::size_t rbegin = stack->size() - num_returns;

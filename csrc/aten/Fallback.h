@@ -16,6 +16,12 @@ namespace torchneuron {
 void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                      torch::jit::Stack* stack);
 
+class AliasSession;
+// The fallback's kernel call, for a stack it already checked: runs the CPU kernel on CPU aliases
+// made in `session` (whose device the op runs on) and leaves the CPU results on the stack.
+void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack, AliasSession& session);
+
 // Registers the fallback as the neuron kernel of the ops the dispatcher would otherwise decompose
 // although the CPU has a kernel for them (see Fallback.cpp); once, at import; returns their names.
 std::vector<std::string> route_to_cpu_kernels();

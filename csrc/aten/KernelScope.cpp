@@ -6,10 +6,33 @@
 #include <c10/core/CPUAllocator.h>
 
 namespace torchneuron {
+
+// Reads and marks OutputBlocks for the allocator below (a friend of OutputBlocks).
+class KernelCpuAllocatorAccess {
+ public:
+  static void* take(OutputBlocks& blocks, std::size_t nbytes) {
+    for (auto& b : blocks.blocks_) {
+      if (!b.taken && b.nbytes == nbytes) {
+        b.taken = true;
+        return b.data;
+      }
+    }
+    return nullptr;
+  }
+  static bool holds(const OutputBlocks& blocks, const void* ptr) {
+    for (const auto& b : blocks.blocks_) {
+      if (b.taken && b.data == ptr) return true;
+    }
+    return false;
+  }
+};
+
 namespace {
 
 // The neuron device whose memory CPU allocations draw from on this thread; -1 outside a kernel.
 thread_local c10::DeviceIndex t_kernel_device = -1;
+// The current kernel's output blocks, if it runs queued (see OutputBlocks).
+thread_local OutputBlocks* t_output_blocks = nullptr;
 
 class KernelCpuAllocator final : public c10::Allocator {
  public:
@@ -17,6 +40,13 @@ class KernelCpuAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(std::size_t nbytes) override {
     if (t_kernel_device < 0) return cpu_->allocate(nbytes);
+    if (t_output_blocks != nullptr && nbytes > 0) {
+      if (void* block = KernelCpuAllocatorAccess::take(*t_output_blocks, nbytes)) {
+        // Not owned: the caller's output tensor owns the block. Context == data, as
+        // raw_allocate() expects; free_any leaves the block alone.
+        return c10::DataPtr(block, block, &keep_block, c10::Device(c10::kCPU));
+      }
+    }
     return neuron_allocator().allocate_on(t_kernel_device, nbytes, c10::Device(c10::kCPU));
   }
 
@@ -28,12 +58,17 @@ class KernelCpuAllocator final : public c10::Allocator {
 
   // raw_allocate()d memory comes back here with only its pointer.
   static void free_any(void* ptr) {
+    if (t_output_blocks != nullptr && KernelCpuAllocatorAccess::holds(*t_output_blocks, ptr)) {
+      return;
+    }
     if (neuron_allocator().device_of(ptr) >= 0) {
       NeuronCachingAllocator::free_block(ptr);
     } else {
       original_->raw_deleter()(ptr);
     }
   }
+
+  static void keep_block(void* /*block*/) {}
 
   static c10::Allocator* original_;
 
@@ -45,6 +80,13 @@ c10::Allocator* KernelCpuAllocator::original_ = nullptr;
 KernelCpuAllocator* g_kernel_cpu_allocator = nullptr;
 
 }  // namespace
+
+OutputBlocks::OutputBlocks(c10::SmallVector<Block, 2> blocks)
+    : blocks_(std::move(blocks)), previous_(t_output_blocks) {
+  t_output_blocks = this;
+}
+
+OutputBlocks::~OutputBlocks() { t_output_blocks = previous_; }
 
 KernelScope::KernelScope(c10::DeviceIndex device)
     : previous_(t_kernel_device), current_(device) {

@@ -6,8 +6,12 @@
 #pragma once
 
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 
 #include <c10/core/Allocator.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstddef>
 
 namespace torchneuron {
 
@@ -23,6 +27,29 @@ class KernelScope {
  private:
   c10::DeviceIndex previous_;
   CurrentDeviceScope current_;
+  exec::InlineScope inline_;  // neuron ops the kernel dispatches run in place
+};
+
+// While a queued op's CPU kernel runs (aten/DeferredOp.h), the memory its results were given at
+// the call: the kernel's first CPU allocation of exactly a block's size lands in that block, so
+// its result is already where the caller's tensor points and needs no copy. Blocks must have
+// distinct sizes (one allocation could not tell two of one size apart). For one kernel call.
+class OutputBlocks {
+ public:
+  struct Block {
+    void* data;
+    std::size_t nbytes;
+    bool taken = false;
+  };
+  explicit OutputBlocks(c10::SmallVector<Block, 2> blocks);
+  ~OutputBlocks();
+  OutputBlocks(const OutputBlocks&) = delete;
+  OutputBlocks& operator=(const OutputBlocks&) = delete;
+
+ private:
+  c10::SmallVector<Block, 2> blocks_;
+  OutputBlocks* previous_;
+  friend class KernelCpuAllocatorAccess;
 };
 
 // The allocator CPU-alias storages are created with, so that an out= kernel that resizes an

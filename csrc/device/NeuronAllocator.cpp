@@ -1,15 +1,19 @@
 #include "device/NeuronAllocator.h"
 
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 #include "device/Lifecycle.h"
 #include "profiler/MemoryHistory.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 
@@ -25,7 +29,29 @@ struct LiveBlock {
   c10::DeviceIndex device;
   std::size_t size;
   std::size_t requested;
+  c10::StreamId stream;  // the stream current at the allocation
+  c10::SmallVector<c10::StreamId, 1> recorded;  // record_stream()'s other streams
 };
+
+// A block freed by a stream's worker (the queued work held the last reference: the program had
+// dropped the tensor while that stream still used it) that was allocated on another stream and
+// not recorded on the one that used it: CUDA's caching allocator would have handed the memory to
+// new allocations on the allocating stream at once, racing with the other stream's work. Here
+// the queue kept it alive; the program is told once per pair of streams.
+void warn_free_while_in_use(c10::DeviceIndex device, c10::StreamId allocated,
+                            c10::StreamId used) {
+  static std::mutex m;
+  static std::set<std::pair<c10::StreamId, c10::StreamId>> told;
+  {
+    std::lock_guard<std::mutex> lock(m);
+    if (!told.insert({allocated, used}).second) return;
+  }
+  TORCH_WARN("neuron:", int(device), ": a tensor allocated on stream ", allocated,
+             " was freed while stream ", used, " still used it. On CUDA its memory could be "
+             "reused by new work on stream ", allocated, " before stream ", used,
+             " finished with it (a use after free); call tensor.record_stream(stream) for the "
+             "stream that uses it, or keep the tensor until that stream's work is done.");
+}
 
 struct DeviceCache {
   // size -> cached free blocks of exactly that size (blocks are never split, so the figures
@@ -211,12 +237,13 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
   void* p;
   std::size_t allocated_total, reserved_total;
   auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
+  const c10::StreamId stream = exec::current_stream(device).id();
   {
     // A lock guard, so that an OOM (or any other throw) leaves the allocator unlocked.
     std::lock_guard<std::mutex> lock(g_mutex);
     p = take_block_locked(device, size);
     DeviceCache& dc = g_devices[device];
-    g_live.emplace(p, LiveBlock{device, size, nbytes});
+    g_live.emplace(p, LiveBlock{device, size, nbytes, stream, {}});
     for_pools(size, [&](std::size_t i) {
       dc.stats.allocation[i].increase(1);
       dc.stats.allocated_bytes[i].increase(size);
@@ -241,6 +268,7 @@ void NeuronCachingAllocator::free_block(void* ptr) {
   if (ptr == nullptr) return;
   c10::DeviceIndex device;
   std::size_t size, allocated_total, reserved_total;
+  std::optional<std::pair<c10::StreamId, c10::StreamId>> unrecorded;
   auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -249,6 +277,14 @@ void NeuronCachingAllocator::free_block(void* ptr) {
     device = it->second.device;
     size = it->second.size;
     const std::size_t requested = it->second.requested;
+    if (exec::on_worker_thread()) {
+      const c10::StreamId used = exec::current_stream(device).id();
+      const auto& recorded = it->second.recorded;
+      if (used != it->second.stream &&
+          std::find(recorded.begin(), recorded.end(), used) == recorded.end()) {
+        unrecorded = {it->second.stream, used};
+      }
+    }
     g_live.erase(it);
     DeviceCache& dc = g_devices[device];
     for_pools(size, [&](std::size_t i) {
@@ -271,11 +307,13 @@ void NeuronCachingAllocator::free_block(void* ptr) {
         ptr, -static_cast<int64_t>(size), allocated_total, reserved_total,
         c10::Device(c10::DeviceType::PrivateUse1, device));
   }
+  if (unrecorded) warn_free_while_in_use(device, unrecorded->first, unrecorded->second);
 }
 
 c10::DeleterFnPtr NeuronCachingAllocator::raw_deleter() const { return &free_block; }
 
 void NeuronCachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
+  exec::settle();  // a storage copy on the calling thread: after queued work
   rt::memcpy(dest, src, count);
 }
 
@@ -284,9 +322,18 @@ void NeuronCachingAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
   for (int d = 0; d < rt::device_count(); ++d) release_cache_locked(d);
 }
 
-// Kernels complete before the issuing call returns (see NeuronRuntime.h), so a block is never
-// in flight on another stream when it is freed: there is nothing to defer.
-void NeuronCachingAllocator::recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) {}
+// Queued work holds references to the memory it uses, so a block is never reused while another
+// stream's work is in flight (device/ExecutionQueue.h): there is nothing to defer. The record
+// says the program took care, so freeing it from that stream's work is no use after free.
+void NeuronCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(ptr.get());
+  if (it == g_live.end() || it->second.stream == stream.id()) return;
+  auto& recorded = it->second.recorded;
+  if (std::find(recorded.begin(), recorded.end(), stream.id()) == recorded.end()) {
+    recorded.push_back(stream.id());
+  }
+}
 
 c10::CachingDeviceAllocator::DeviceStats NeuronCachingAllocator::getDeviceStats(
     c10::DeviceIndex device) {

@@ -128,9 +128,25 @@ GeneratorBridge::GeneratorBridge(const at::Generator& neuron_gen)
   dst->set_next_double_normal_sample(std::nullopt);
 }
 
-void GeneratorBridge::advance_past(int64_t numel) {
+namespace {
+// Offsets move by the values drawn, rounded up to Philox's 4, and by at least 4.
+uint64_t offset_advance(int64_t numel) {
   const uint64_t n = numel > 0 ? static_cast<uint64_t>(numel) : 0;
-  advance_ = std::max<uint64_t>(4, (n + 3) / 4 * 4);
+  return std::max<uint64_t>(4, (n + 3) / 4 * 4);
+}
+}  // namespace
+
+void GeneratorBridge::advance_past(int64_t numel) { advance_ = offset_advance(numel); }
+
+at::Generator reserve_draws(const at::Generator& gen, int64_t numel) {
+  auto* source = gen.get<NeuronGeneratorImpl>();
+  at::Generator snapshot = new_generator(gen.device().index());
+  auto* copy = snapshot.get<NeuronGeneratorImpl>();
+  std::lock_guard<std::mutex> lock(const_cast<at::Generator&>(gen).mutex());
+  copy->set_current_seed(source->current_seed());
+  copy->set_offset(source->get_offset());
+  source->set_offset(source->get_offset() + offset_advance(numel));
+  return snapshot;
 }
 
 GeneratorBridge::~GeneratorBridge() {

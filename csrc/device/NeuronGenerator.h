@@ -41,6 +41,11 @@ const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 bool is_neuron_generator(const at::Generator& gen);
 
+// For a kernel that runs later (queued, device/ExecutionQueue.h): a private generator holding
+// `gen`'s (seed, offset) now, while `gen`'s offset moves past the `numel` values the kernel will
+// draw, as the kernel's GeneratorBridge would move it. Queued draws thus equal synchronous ones.
+at::Generator reserve_draws(const at::Generator& gen, int64_t numel);
+
 // Holds the neuron generator's lock for one CPU kernel. The kernel draws from a thread-local CPU
 // generator whose whole mt19937 state is filled from Philox(seed, offset), so its numbers depend
 // only on (seed, offset): replaying a state replays them, and distinct offsets give independent

@@ -2,6 +2,7 @@
 // domains, and events that carry a device timestamp. Registered with C10_REGISTER_GUARD_IMPL;
 // nothing calls into this file directly.
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -28,7 +29,7 @@ struct NeuronEvent {
   c10::DeviceIndex device = -1;
   c10::EventFlag flag = c10::EventFlag::PYTORCH_DEFAULT;
   bool recorded = false;
-  std::int64_t time_ns = 0;
+  exec::Marker marker;  // where the event stands in its stream (complete once reached)
 };
 
 struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -96,14 +97,19 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
   }
 
-  // Streams: work on the software NeuronCore completes before the issuing call returns, so
-  // every stream is always drained and in-order execution holds trivially.
-  bool queryStream(const c10::Stream& /*stream*/) const override { return true; }
+  // Streams are queues (device/ExecutionQueue.h); with synchronous execution (the default)
+  // every stream is drained when a call returns.
+  bool queryStream(const c10::Stream& stream) const override {
+    return exec::query_stream(stream);
+  }
   void synchronizeStream(const c10::Stream& stream) const override {
+    exec::synchronize_stream(stream);
     rt::synchronize(stream.device_index());
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    rt::synchronize(device_index < 0 ? current_device() : device_index);
+    const auto index = device_index < 0 ? current_device() : device_index;
+    exec::synchronize_device(index);
+    rt::synchronize(index);
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -123,19 +129,27 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
         e->device == stream.device_index(), "Event device neuron:", int(e->device),
         " does not match recording stream's device neuron:", int(stream.device_index()), ".");
     e->recorded = true;
-    e->time_ns = rt::clock_ns();
+    e->marker = exec::record_marker(stream);
   }
 
   void block(void* event, const c10::Stream& stream) const override {
-    // Waiting is free: the recorded work is already complete (see queryStream).
     auto* e = static_cast<NeuronEvent*>(event);
     if (e == nullptr) return;
     check_device(stream.device_index());
+    exec::wait_marker(e->marker, stream);  // later work on `stream` waits for the event
   }
 
-  bool queryEvent(void* /*event*/) const override { return true; }
+  bool queryEvent(void* event) const override {
+    auto* e = static_cast<NeuronEvent*>(event);
+    return e == nullptr || e->marker.done();
+  }
 
-  void synchronizeEvent(void* /*event*/) const override {}
+  void synchronizeEvent(void* event) const override {
+    auto* e = static_cast<NeuronEvent*>(event);
+    if (e == nullptr) return;
+    e->marker.wait();
+    exec::raise_pending_error(e->device);
+  }
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     delete static_cast<NeuronEvent*>(event);
@@ -154,7 +168,11 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(
         a->device == b->device, "Both events must be recorded on the same neuron device, got neuron:",
         int(a->device), " and neuron:", int(b->device), ".");
-    return static_cast<double>(b->time_ns - a->time_ns) / 1e6;
+    // As CUDA's cudaEventElapsedTime, which answers "device not ready" before both completed.
+    TORCH_CHECK(a->marker.done() && b->marker.done(), "neuron: the events have not completed "
+                "yet; synchronize the end event (end.synchronize()) before elapsed_time, as on "
+                "CUDA.");
+    return static_cast<double>(b->marker.time_ns() - a->marker.time_ns()) / 1e6;
   }
 
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream)

@@ -3,6 +3,7 @@
 #include "device/NeuronHooks.h"
 
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 #include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
@@ -116,6 +117,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     c10::DataPtr fresh = neuron_allocator().allocate_on(
         device, newsize, c10::Device(c10::DeviceType::PrivateUse1, device));
     const std::size_t keep = std::min(newsize, impl->nbytes());
+    exec::settle();  // queued work may still use the old bytes
     if (keep > 0) rt::memcpy(fresh.get(), impl->data(), keep);
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);

@@ -17,8 +17,9 @@ std::mutex g_mutex;
 std::vector<KernelRecord> g_records;       // the running session's
 std::vector<KernelRecord> g_last_session;  // the last finished session's
 
-// torch.profiler pushes the id of each CPU op it records on the thread that runs it; kernels run
-// on the issuing thread, so the innermost id is the op that launched the kernel.
+// torch.profiler pushes the id of each CPU op it records on the thread that runs it; a kernel runs
+// on the issuing thread, or on a stream's worker that pushes the id the issuing thread had (see
+// device/ExecutionQueue.h), so the innermost id is the op that launched the kernel.
 thread_local std::vector<uint64_t> t_correlation;
 
 struct OpenRange {
@@ -107,6 +108,8 @@ std::vector<KernelRecord> take_records() {
 const std::vector<KernelRecord>& last_session_records() { return g_last_session; }
 
 void push_correlation(uint64_t id) { t_correlation.push_back(id); }
+
+uint64_t current_correlation() { return t_correlation.empty() ? 0 : t_correlation.back(); }
 
 void pop_correlation() {
   if (!t_correlation.empty()) t_correlation.pop_back();

@@ -90,6 +90,7 @@ std::vector<KernelRecord> take_records();            // the finished session's r
 const std::vector<KernelRecord>& last_session_records();  // kept for torchneuron.profiler
 void push_correlation(uint64_t id);
 void pop_correlation();
+uint64_t current_correlation();  // the innermost pushed id on this thread, 0 if none
 
 // User ranges (torch.neuron.nvtx): instant marks and push/pop ranges, recorded as device
 // annotations on the current device's timeline.

@@ -38,8 +38,16 @@ void record_memory_event(MemoryAction action, int device, const void* address, s
   }
 }
 
+namespace {
+// A device worker (device/ExecutionQueue.h) runs no Python and must not take the GIL, which the
+// thread waiting for it may hold.
+thread_local bool t_without_python_frames = false;
+}  // namespace
+
+void record_no_python_frames_on_this_thread() { t_without_python_frames = true; }
+
 std::shared_ptr<torch::CapturedTraceback> gather_memory_frames() {
-  if (!g_memory_history.load(std::memory_order_relaxed) ||
+  if (t_without_python_frames || !g_memory_history.load(std::memory_order_relaxed) ||
       !g_memory_stacks.load(std::memory_order_relaxed)) {
     return nullptr;
   }

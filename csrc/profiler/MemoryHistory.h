@@ -48,6 +48,8 @@ inline void memory_event(MemoryAction action, int device, const void* address, s
 // The calling thread's Python stack, or null when recording or stacks are off. The allocator
 // calls it before taking its lock: gathering may wait for the GIL, and a thread holding the GIL
 // may be waiting for the allocator.
+// For device workers: allocations on this thread record no Python frames.
+void record_no_python_frames_on_this_thread();
 std::shared_ptr<torch::CapturedTraceback> gather_memory_frames();
 
 void set_memory_history(bool enabled, std::size_t max_entries, bool stacks = false);

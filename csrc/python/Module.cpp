@@ -7,6 +7,7 @@
 #include "aten/KernelScope.h"
 #include "compile/CompileAllocation.h"
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 #include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
@@ -154,10 +155,20 @@ PYBIND11_MODULE(_C, m) {
     tn::set_current_device(static_cast<c10::DeviceIndex>(d));
   });
   m.def("_check_device", [](int64_t d) { tn::check_device(d); });
+  // Waits release the GIL: queued work never needs it, but other Python threads may run.
   m.def("_synchronize", [](int d) {
     tn::check_device(static_cast<c10::DeviceIndex>(d));
+    {
+      py::gil_scoped_release no_gil;
+      tn::exec::synchronize_device(static_cast<c10::DeviceIndex>(d));
+    }
     tn::rt::synchronize(d);
   });
+  m.def("_settle", &tn::exec::settle, py::call_guard<py::gil_scoped_release>());
+  m.def("_configure_execution", &tn::exec::configure);
+  m.def("_execution_mode", [] { return tn::exec::async_mode() ? "async" : "sync"; });
+  m.def("_launch_blocking", &tn::exec::launch_blocking);
+  m.def("_device_idle", &tn::exec::idle);
 
   m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); });
   m.def("_mem_get_info", [](int d) {
@@ -190,6 +201,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_override_host_addressable_for_testing", &tn::override_host_addressable_for_testing);
   // A bare CPython function, not pybind11's: its call overhead is what torch.compile pays.
   m.add_object("_empty_strided", py::reinterpret_steal<py::object>(tn::empty_strided_function()));
+  m.add_object("_settle_for_kernel", py::reinterpret_steal<py::object>(tn::settle_function()));
   m.def("_autocast_op_lists", &tn::autocast_op_lists);
 
   m.def("_default_generator", [](int d) {

@@ -34,6 +34,7 @@ from .device_interface import NeuronInterface
 
 DEVICE = "neuron"
 ALLOCATOR = "empty_strided_neuron"  # torchneuron._C._empty_strided, in the generated wrapper
+SETTLE = "settle_neuron"  # torchneuron._C._settle_for_kernel, before each C++ kernel call
 CPP_WRAPPER_UNSUPPORTED = (
     "torch.compile on neuron does not support cpp_wrapper=True (AOTInductor's C++ wrapper has a "
     "runtime header only for built-in devices); compile without it: the generated Python "
@@ -69,6 +70,9 @@ class _NeuronKernelCalls:
         # internal: see runtime/torch_internals.py "V.graph.get_current_device_or_throw"
         device = device or V.graph.get_current_device_or_throw()
         if device.type == DEVICE and not triton:
+            # The kernel reads and writes neuron memory from this thread: after the queued work
+            # (asynchronous execution: the graph's extern kernels may have been queued).
+            self.writeline(f"{SETTLE}()")
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device,
@@ -85,6 +89,7 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
     def write_header(self) -> None:
         super().write_header()
         self.imports.writeline(f"from torchneuron._C import _empty_strided as {ALLOCATOR}")
+        self.imports.writeline(f"from torchneuron._C import _settle_for_kernel as {SETTLE}")
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):

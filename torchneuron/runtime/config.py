@@ -17,6 +17,11 @@ each one is listed in the README.
                              first device use (default: unset, no snapshot)
   NEURON_KERNEL_MODE         the kernel library's ops (torchneuron.kernels): fast (default,
                              composite ops) or simulate (their NKI kernels on the simulator)
+  NEURON_EAGER_MODE          how eager ops execute: sync (default: each op completes before the
+                             call returns) or async (queued per stream, run by the device's
+                             workers; errors surface at the next synchronization)
+  NEURON_LAUNCH_BLOCKING     1: every op completes before its call returns, in any mode (as
+                             CUDA_LAUNCH_BLOCKING); 0 (default)
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 
 FLOAT64_POLICIES = ("error", "allow")
 COMPILE_GEMMS = ("onednn", "aten")
 KERNEL_MODES = ("fast", "simulate")
+EAGER_MODES = ("sync", "async")
 
 
 _MAX_BYTES = 1 << 63  # the runtime counts bytes in 64 bits
@@ -53,6 +59,8 @@ class Config:
     compile_gemm: str = "onednn"
     oom_snapshot: str | None = None
     kernel_mode: str = "fast"
+    eager_mode: str = "sync"
+    launch_blocking: bool = False
 
     @property
     def device_count(self) -> int:
@@ -132,8 +140,17 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if kernel_mode not in KERNEL_MODES:
         raise _bad("NEURON_KERNEL_MODE", env["NEURON_KERNEL_MODE"], ", ".join(KERNEL_MODES))
 
+    eager_mode = env.get("NEURON_EAGER_MODE", "sync").strip().lower()
+    if eager_mode not in EAGER_MODES:
+        raise _bad("NEURON_EAGER_MODE", env["NEURON_EAGER_MODE"], ", ".join(EAGER_MODES))
+
+    blocking_text = env.get("NEURON_LAUNCH_BLOCKING", "0").strip()
+    if blocking_text not in ("0", "1"):
+        raise _bad("NEURON_LAUNCH_BLOCKING", blocking_text, "0, 1")
+
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
-                  compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode)
+                  compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode,
+                  eager_mode=eager_mode, launch_blocking=blocking_text == "1")
 
 
 _lock = threading.Lock()

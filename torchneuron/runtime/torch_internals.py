@@ -1277,7 +1277,7 @@ ENTRIES: tuple[Internal, ...] = (
          covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
     _cpp("TensorImpl/StorageImpl internals of the CPU alias",
          ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp",
-          "SharedStorage.cpp"),
+          "SharedStorage.cpp", "DeferredOp.cpp"),
          "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
          "directly, storage data pointers swapped, conj/neg bits copied; a storage sent to "
          "another process has its data pointer swapped for shareable memory",
@@ -1297,10 +1297,11 @@ ENTRIES: tuple[Internal, ...] = (
          header("ATen/TensorIterator.h", "constexpr int64_t GRAIN_SIZE")),
     Internal(
         "at::_ops::<op>::redispatch to the CPU key", "relied on",
-        ("Matmul.cpp", "Attention.cpp", "Memory.cpp", "Fill.cpp"),
+        ("Matmul.cpp", "Attention.cpp", "Memory.cpp", "Fill.cpp", "DeferredOp.cpp"),
         "mm/addmm/bmm and SDPA's kernel choice run the CPU kernel on the neuron tensors "
         "themselves (the CPU kernels check shapes and dtypes, not devices); copies and "
-        "one-element fills run the CPU's copy_/fill_ on CPU aliases",
+        "one-element fills run the CPU's copy_/fill_ on CPU aliases; a queued op whose CPU "
+        "kernel put its result elsewhere copies it into the memory the caller got",
         _all(header("ATen/ops/mm_ops.h", "struct TORCH_API mm_out", "redispatch("),
              header("ATen/ops/addmm_ops.h", "struct TORCH_API addmm_out"),
              header("ATen/ops/bmm_ops.h", "struct TORCH_API bmm_out"),

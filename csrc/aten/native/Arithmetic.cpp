@@ -65,8 +65,8 @@ struct Operands {
 // The operands as the CPU kernel can read them, or nullopt where the op must take the fallback.
 std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& other,
                                       Arith op) {
-  if (!host_addressable() || !self.defined() || !other.defined() ||
-      self.layout() != c10::kStrided || other.layout() != c10::kStrided) {
+  if (!self.defined() || !other.defined() || self.layout() != c10::kStrided ||
+      other.layout() != c10::kStrided || !fast_path_now({&self, &other})) {
     return std::nullopt;
   }
   // Tensors (not Python numbers) on one neuron device; anything else, a CPU tensor written or
@@ -115,6 +115,7 @@ at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10
   static constexpr const char* kNames[] = {"aten::add", "aten::sub", "aten::mul", "aten::div"};
   const at::Tensor& on_device = ops.self.is_privateuseone() ? ops.self : ops.other;
   profiler::KernelActivityScope activity(kNames[static_cast<int>(op)], on_device.device().index());
+  exec::InlineScope in_place;  // the iterator's allocations and casts run here, in order
   auto iter = op == Arith::kDiv ? at::TensorIterator::binary_float_op(out, ops.self, ops.other)
                                 : at::TensorIterator::binary_op(out, ops.self, ops.other);
   switch (op) {

@@ -6,18 +6,32 @@
 
 #include "aten/Float64Gate.h"
 #include "aten/HostAccess.h"
+#include "device/ExecutionQueue.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <initializer_list>
 
 namespace torchneuron {
 
+// A fast path runs on the calling thread: only when the runtime's memory is host-addressable and
+// the op may run inline now (always when execution is synchronous; when asynchronous, a small op
+// on an idle device). Every other case goes to the fallback, which queues it.
+inline bool fast_path_now(std::initializer_list<const at::Tensor*> operands) {
+  if (!host_addressable()) return false;
+  std::size_t largest = 0;
+  for (const at::Tensor* t : operands) {
+    if (t->defined()) largest = std::max<std::size_t>(largest, t->numel() * t->itemsize());
+  }
+  return exec::run_inline(largest);
+}
+
 // Every operand a defined, strided neuron tensor, all on one device and of one dtype that a
 // fast path may compute in, on a runtime whose memory the CPU can address.
 inline bool cpu_kernel_takes(std::initializer_list<const at::Tensor*> operands) {
-  if (!host_addressable()) return false;
+  if (!fast_path_now(operands)) return false;
   c10::DeviceIndex device = -1;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   for (const at::Tensor* t : operands) {

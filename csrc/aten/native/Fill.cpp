@@ -6,7 +6,7 @@
 #include "aten/CpuStubs.h"  // first: before any ATen header
 #include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
-#include "aten/HostAccess.h"
+#include "aten/native/FastPath.h"
 
 #include <ATen/ops/fill_ops.h>
 #include <ATen/TensorIterator.h>
@@ -20,7 +20,7 @@ namespace torchneuron {
 namespace {
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
-  if (!host_addressable()) {
+  if (!fast_path_now({&self})) {  // the fallback queues it, or names the missing host access
     call_through_fallback("aten::fill_", "Scalar", self, value);
     return self;
   }
@@ -33,6 +33,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     at::_ops::fill__Scalar::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), alias, value);
     return self;
   }
+  exec::InlineScope in_place;
   auto iter = at::TensorIteratorConfig()
                   .set_check_mem_overlap(false)  // filling is idempotent, as on the CPU
                   .check_all_same_dtype(false)
@@ -47,7 +48,7 @@ at::Tensor& zero(at::Tensor& self) {
   const int64_t numel = c10::multiply_integers(self.sizes());
   // The CPU's shortcut for small dense tensors (below the grain size where its fill would run
   // in parallel): a memset of the bytes the tensor spans.
-  if (host_addressable() && self.is_non_overlapping_and_dense() &&
+  if (fast_path_now({&self}) && self.is_non_overlapping_and_dense() &&
       numel < at::internal::GRAIN_SIZE && self.data_ptr() != nullptr) {
     if (numel > 0) std::memset(self.data_ptr(), 0, numel * self.dtype().itemsize());
     return self;

@@ -2,6 +2,7 @@
 // change a tensor's metadata in place, or move bytes across the host/device boundary.
 #include "aten/CpuAlias.h"
 #include "device/CurrentDevice.h"
+#include "device/ExecutionQueue.h"
 #include "device/NeuronAllocator.h"
 #include "profiler/KernelActivity.h"
 #include "runtime/NeuronRuntime.h"
@@ -9,6 +10,7 @@
 #include <ATen/Dispatch_v2.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
@@ -84,10 +86,12 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
   return at::cpu::_reshape_alias_symint(self, size, stride);
 }
 
-// Growth goes through the storage's allocator (ours) on the tensor's own device.
+// Growth goes through the storage's allocator (ours) on the tensor's own device. Growing copies
+// the old bytes and frees the old memory, which queued work may still use: a synchronization.
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   c10::DeviceGuard guard(self.device());
+  exec::settle();
   return at::cpu::resize__symint(self, size, memory_format);
 }
 
@@ -128,7 +132,7 @@ const char* memcpy_name(const at::Tensor& src, const at::Tensor& dst) {
   return to_device ? "Memcpy HtoD (Host -> Device)" : "Memcpy DtoH (Device -> Host)";
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+at::Tensor copy_now(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& on_device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
   profiler::KernelActivityScope activity(memcpy_name(self, dst), on_device.device().index());
   if (activity.active()) {
@@ -140,6 +144,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
       self.is_contiguous() && dst.is_contiguous() && self.is_conj() == dst.is_conj() &&
       self.is_neg() == dst.is_neg() && !self.storage().is_alias_of(dst.storage())) {
+    exec::settle();  // the runtime's copy waits for queued work, then moves the bytes
     rt::memcpy(dst.mutable_data_ptr(), self.const_data_ptr(), self.nbytes());
     return dst;
   }
@@ -159,13 +164,51 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// Whether a copy may be queued (asynchronous execution): within one neuron device, or between
+// pinned host memory and the device with non_blocking=True, as CUDA runs those on its stream.
+// From or to pageable host memory a copy is synchronous, as on CUDA. Only a plain copy into a
+// dense destination is queued, so that its checks (broadcasting, overlap) are known to pass.
+bool copy_can_queue(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (src.layout() != c10::kStrided || dst.layout() != c10::kStrided ||
+      !dst.is_non_overlapping_and_dense() || !at::is_expandable_to(src.sizes(), dst.sizes()) ||
+      src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg() ||
+      src.storage().is_alias_of(dst.storage())) {
+    return false;
+  }
+  const bool src_on = src.device().type() == c10::DeviceType::PrivateUse1;
+  const bool dst_on = dst.device().type() == c10::DeviceType::PrivateUse1;
+  if (src_on && dst_on) return src.device() == dst.device();
+  const at::Tensor& host = src_on ? dst : src;
+  return non_blocking && host.is_pinned();
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const at::Tensor& on_device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
+  const std::size_t bytes = std::max(self.nbytes(), dst.nbytes());
+  if (!exec::run_inline(bytes) && copy_can_queue(self, dst, non_blocking)) {
+    // Snapshots: the copy reads and writes the tensors as they are now.
+    auto snapshot = [](const at::Tensor& t) {
+      return t.device().type() == c10::DeviceType::PrivateUse1 ? make_neuron_tensor(t.storage(), t)
+                                                               : t;
+    };
+    const c10::DeviceIndex device = on_device.device().index();
+    exec::enqueue(exec::current_stream(device), memcpy_name(self, dst),
+                  [src = snapshot(self), out = snapshot(dst), non_blocking] {
+                    copy_now(src, out, non_blocking);
+                  });
+    return dst;
+  }
+  return copy_now(self, dst, non_blocking);
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   dst.resize_(self.sizes());
   return copy_from(self, dst, false);
 }
 
-// `.item()`: the element's bytes come to the host through the seam.
+// `.item()`: the element's bytes come to the host through the seam, after queued work.
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  exec::settle();
   c10::Scalar r;
   AT_DISPATCH_V2(
       self.scalar_type(), "_local_scalar_dense_neuron",

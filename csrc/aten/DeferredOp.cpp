@@ -1,0 +1,555 @@
+#include "aten/DeferredOp.h"
+
+#include "aten/CpuAlias.h"
+#include "aten/Fallback.h"
+#include "aten/IValueTensors.h"
+#include "device/ExecutionQueue.h"
+#include "device/NeuronAllocator.h"
+#include "device/NeuronGenerator.h"
+#include "profiler/KernelActivity.h"
+
+#include <ATen/ops/copy_ops.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/SmallVector.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace torchneuron {
+namespace {
+
+// Ops found not deferrable: their meta call failed this many times and never succeeded (no meta
+// function, or one that needs data). A user's shape error fails it too, so one failure is not
+// enough; a success clears the count.
+constexpr int kMetaFailuresBeforeGivingUp = 3;
+std::mutex g_failures_mutex;
+std::unordered_map<const c10::FunctionSchema*, int>& meta_failures() {
+  static auto* map = new std::unordered_map<const c10::FunctionSchema*, int>();
+  return *map;
+}
+
+bool given_up(const c10::FunctionSchema* schema) {
+  std::lock_guard<std::mutex> lock(g_failures_mutex);
+  auto it = meta_failures().find(schema);
+  return it != meta_failures().end() && it->second >= kMetaFailuresBeforeGivingUp;
+}
+
+void count_meta(const c10::FunctionSchema* schema, bool ok) {
+  std::lock_guard<std::mutex> lock(g_failures_mutex);
+  if (ok) {
+    meta_failures().erase(schema);
+  } else {
+    ++meta_failures()[schema];
+  }
+}
+
+bool is_tensor_like(c10::TypePtr type) {
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  if (auto list = type->cast<c10::ListType>()) return is_tensor_like(list->getElementType());
+  return false;
+}
+
+// The index of the op's Generator (or Generator?) argument, if it has one.
+std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    c10::TypePtr type = args[i].type();
+    if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+    if (type->kind() == c10::TypeKind::GeneratorType) return i;
+  }
+  return std::nullopt;
+}
+
+// Whether the op can be queued at all, from its schema alone.
+bool schema_deferrable(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  if (schema.name().rfind("aten::", 0) != 0 || schema.is_vararg()) {
+    return false;
+  }
+  for (const auto& ret : schema.returns()) {
+    if (!is_tensor_like(ret.type())) return false;  // item(), equal(), is_nonzero(): data
+  }
+  return true;
+}
+
+bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
+         a.storage_offset() == b.storage_offset();
+}
+
+// A tensor over `storage` with the metadata of `like`, on the device of `key`.
+at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
+                                                    like.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                 like.storage_offset());
+  if (like.is_conj()) t._set_conj(true);
+  if (like.is_neg()) t._set_neg(true);
+  return t;
+}
+
+// What a result is, in terms of the arguments: recorded once per call signature from the meta
+// call's results, and replayed for later calls with the same signature (a training loop calls
+// the same ops on the same shapes every step; the meta call, in Python for many ops, is then
+// skipped).
+struct OutTensor {
+  enum Kind : std::uint8_t { kUndefined, kArgument, kView, kFresh } kind = kUndefined;
+  int index = 0;  // the argument tensor (kArgument), argument storage (kView) or fresh storage
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  c10::SmallVector<int64_t, 5> sizes, strides;
+  int64_t offset = 0;
+  bool conj = false, neg = false;
+};
+struct ReturnSlot {
+  enum Kind : std::uint8_t { kTensor, kList, kNone } kind;
+  int count;  // tensors it takes from `outs`
+};
+struct Recipe {
+  std::vector<ReturnSlot> returns;
+  std::vector<OutTensor> outs;
+  std::vector<std::size_t> fresh_nbytes;
+};
+
+constexpr std::size_t kMaxRecipes = 1 << 16;
+std::mutex g_recipes_mutex;
+std::unordered_map<std::string, std::shared_ptr<const Recipe>>& recipes() {
+  static auto* map = new std::unordered_map<std::string, std::shared_ptr<const Recipe>>();
+  return *map;
+}
+
+struct Result;
+
+template <typename T>
+void put(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+// The arguments as the meta call sees them and as the worker will: per neuron tensor a meta
+// tensor and a snapshot (its metadata now), one of each per tensor and one meta storage per
+// neuron storage, so that identity and aliasing between arguments carry over. Visiting them
+// also writes the call's signature (everything a result's metadata can depend on).
+class Arguments {
+ public:
+  bool ok = true;  // false: an argument the queue cannot take
+
+  // Appends `v` to the signature, registering its tensors; false when it cannot be described.
+  bool visit(const c10::IValue& v, std::string& key) {
+    if (v.isTensor()) {
+      visit_tensor(v.toTensor(), key);
+    } else if (v.isNone()) {
+      key += 'N';
+    } else if (v.isBool()) {
+      key += 'b';
+      put(key, v.toBool());
+    } else if (v.isInt()) {
+      key += 'i';
+      put(key, v.toInt());
+    } else if (v.isDouble()) {
+      key += 'd';
+      put(key, v.toDouble());
+    } else if (v.isComplexDouble()) {
+      key += 'c';
+      put(key, v.toComplexDouble());
+    } else if (v.isString()) {
+      key += 's';
+      key += v.toStringRef();
+      key += '\0';
+    } else if (v.isDevice()) {
+      key += 'D';
+      put(key, static_cast<int8_t>(v.toDevice().type()));
+      put(key, v.toDevice().index());
+    } else if (v.isGenerator()) {
+      key += 'G';
+    } else if (v.isTensorList()) {
+      key += 'L';
+      put(key, v.toTensorList().size());
+      for (const at::Tensor& t : v.toTensorList()) visit_tensor(t, key);
+    } else if (v.isList()) {
+      key += '[';
+      put(key, v.toListRef().size());
+      for (const c10::IValue& e : v.toListRef()) {
+        if (!visit(e, key)) return false;
+      }
+    } else {
+      return false;  // symbolic values, objects: not queued
+    }
+    return ok;
+  }
+
+  at::Tensor meta_of(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (t.device().type() != c10::DeviceType::PrivateUse1) return snapshot_of(t);
+    TensorEntry& e = tensors_[find_tensor(t)];
+    if (!e.meta.defined()) {
+      StorageEntry& s = storages_[e.storage];
+      if (!s.meta) {
+        s.meta = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+            c10::StorageImpl::use_byte_size_t(), s.neuron.nbytes(),
+            c10::DataPtr(nullptr, c10::Device(c10::kMeta)), c10::GetAllocator(c10::kMeta),
+            /*resizable=*/true));
+      }
+      e.meta = tensor_over(s.meta, c10::DispatchKey::Meta, t);
+    }
+    return e.meta;
+  }
+
+  at::Tensor snapshot_of(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (t.device().type() != c10::DeviceType::PrivateUse1) {
+      for (const auto& c : cpu_) {
+        if (c.first.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.second;
+      }
+      return t;
+    }
+    return tensors_[find_tensor(t)].snapshot;
+  }
+
+  // After the meta call: every argument kept its metadata (no resize, restride or set_).
+  bool unchanged() const {
+    for (const auto& e : tensors_) {
+      if (!e.meta.defined()) continue;
+      const StorageEntry& s = storages_[e.storage];
+      if (!same_geometry(e.meta, e.neuron) ||
+          e.meta.storage().unsafeGetStorageImpl() != s.meta.unsafeGetStorageImpl() ||
+          s.meta.nbytes() != s.neuron.nbytes()) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // The recipe for the meta call's results; null when a result is not a strided meta tensor
+  // or the results are not tensors, lists of tensors or None.
+  std::shared_ptr<Recipe> recipe_of(const torch::jit::Stack& returned) const {
+    auto recipe = std::make_shared<Recipe>();
+    std::vector<const c10::StorageImpl*> fresh;
+    bool fine = true;
+    auto describe = [&](const at::Tensor& meta) {
+      OutTensor o;
+      if (!meta.defined()) return recipe->outs.push_back(o);
+      if (meta.device().type() != c10::kMeta || meta.layout() != c10::kStrided) {
+        fine = false;
+        return;
+      }
+      o.dtype = meta.scalar_type();
+      o.sizes.assign(meta.sizes().begin(), meta.sizes().end());
+      o.strides.assign(meta.strides().begin(), meta.strides().end());
+      o.offset = meta.storage_offset();
+      o.conj = meta.is_conj();
+      o.neg = meta.is_neg();
+      for (std::size_t k = 0; k < tensors_.size(); ++k) {
+        if (tensors_[k].meta.defined() &&
+            tensors_[k].meta.unsafeGetTensorImpl() == meta.unsafeGetTensorImpl()) {
+          o.kind = OutTensor::kArgument;
+          o.index = static_cast<int>(k);
+          return recipe->outs.push_back(o);
+        }
+      }
+      const c10::StorageImpl* impl = meta.storage().unsafeGetStorageImpl();
+      for (std::size_t j = 0; j < storages_.size(); ++j) {
+        if (storages_[j].meta.unsafeGetStorageImpl() == impl) {
+          o.kind = OutTensor::kView;
+          o.index = static_cast<int>(j);
+          return recipe->outs.push_back(o);
+        }
+      }
+      o.kind = OutTensor::kFresh;
+      auto it = std::find(fresh.begin(), fresh.end(), impl);
+      o.index = static_cast<int>(it - fresh.begin());
+      if (it == fresh.end()) {
+        fresh.push_back(impl);
+        recipe->fresh_nbytes.push_back(meta.storage().nbytes());
+      }
+      recipe->outs.push_back(o);
+    };
+    for (const c10::IValue& v : returned) {
+      if (v.isTensor()) {
+        recipe->returns.push_back({ReturnSlot::kTensor, 1});
+        describe(v.toTensor());
+      } else if (v.isTensorList()) {
+        const auto list = v.toTensorList();
+        recipe->returns.push_back({ReturnSlot::kList, static_cast<int>(list.size())});
+        for (const at::Tensor& t : list) describe(t);
+      } else if (v.isNone()) {
+        recipe->returns.push_back({ReturnSlot::kNone, 0});
+      } else {
+        fine = false;
+      }
+    }
+    return fine ? recipe : nullptr;
+  }
+
+  // The caller's results: arguments, views of their storages, or tensors over fresh memory.
+  std::vector<c10::IValue> results_of(const Recipe& recipe, c10::DeviceIndex device,
+                                      std::vector<Result>& results) const;
+
+ private:
+  struct TensorEntry {
+    at::Tensor neuron;
+    at::Tensor snapshot;
+    std::size_t storage;
+    at::Tensor meta;  // made on a signature's first call only
+  };
+  struct StorageEntry {
+    c10::Storage neuron;
+    c10::Storage meta;
+  };
+
+  std::size_t find_tensor(const at::Tensor& t) const {
+    for (std::size_t k = 0; k < tensors_.size(); ++k) {
+      if (tensors_[k].neuron.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return k;
+    }
+    TORCH_INTERNAL_ASSERT(false, "neuron: an argument tensor was not visited");
+  }
+
+  void visit_tensor(const at::Tensor& t, std::string& key) {
+    if (!t.defined()) {
+      key += 'U';
+      return;
+    }
+    if (t.device().type() != c10::DeviceType::PrivateUse1) {
+      // A CPU tensor argument: a 0-dim one is a scalar, read at the call (copied now, as a
+      // kernel launch copies its scalar arguments); any other cannot be read later safely.
+      if (t.dim() != 0 || t.layout() != c10::kStrided) {
+        ok = false;
+        return;
+      }
+      key += 'C';
+      put(key, t.scalar_type());
+      put(key, t.unsafeGetTensorImpl()->is_wrapped_number());
+      if (!t.unsafeGetTensorImpl()->is_wrapped_number()) cpu_.push_back({t, t.clone()});
+      return;
+    }
+    if (t.layout() != c10::kStrided || !t.has_storage() || t.is_sparse()) {
+      ok = false;
+      return;
+    }
+    key += 'T';
+    std::size_t k = 0;
+    while (k < tensors_.size() &&
+           tensors_[k].neuron.unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) {
+      ++k;
+    }
+    put(key, k);  // identity: the first visit of this tensor
+    if (k < tensors_.size()) return;
+    const c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
+    std::size_t j = 0;
+    while (j < storages_.size() && storages_[j].neuron.unsafeGetStorageImpl() != impl) ++j;
+    if (j == storages_.size()) storages_.push_back({t.storage(), c10::Storage()});
+    put(key, j);  // aliasing: the storage it shares with earlier arguments
+    put(key, t.scalar_type());
+    put(key, t.dim());
+    for (int64_t d : t.sizes()) put(key, d);
+    for (int64_t d : t.strides()) put(key, d);
+    put(key, t.storage_offset());
+    put(key, t.storage().nbytes());
+    put(key, static_cast<char>(t.is_conj() * 2 + t.is_neg()));
+    tensors_.push_back({t, tensor_over(t.storage(), c10::DispatchKey::PrivateUse1, t), j, {}});
+  }
+
+  c10::SmallVector<TensorEntry, 4> tensors_;
+  c10::SmallVector<StorageEntry, 4> storages_;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> cpu_;
+};
+
+struct Result {
+  at::Tensor neuron;  // what the caller got
+  bool fresh;         // memory of its own, to be written by the kernel
+};
+
+at::Tensor tensor_from(c10::Storage storage, const OutTensor& o) {
+  auto t = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::scalarTypeToTypeMeta(o.dtype));
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
+  if (o.conj) t._set_conj(true);
+  if (o.neg) t._set_neg(true);
+  return t;
+}
+
+std::vector<c10::IValue> Arguments::results_of(const Recipe& recipe, c10::DeviceIndex device,
+                                               std::vector<Result>& results) const {
+  std::vector<c10::Storage> fresh;
+  fresh.reserve(recipe.fresh_nbytes.size());
+  const c10::Device d(c10::DeviceType::PrivateUse1, device);
+  for (std::size_t nbytes : recipe.fresh_nbytes) {
+    fresh.emplace_back(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), nbytes,
+        neuron_allocator().allocate_on(device, nbytes, d), &neuron_allocator(),
+        /*resizable=*/true));
+  }
+  auto make = [&](const OutTensor& o) -> at::Tensor {
+    switch (o.kind) {
+      case OutTensor::kUndefined: results.push_back({at::Tensor(), false}); break;
+      case OutTensor::kArgument: results.push_back({tensors_[o.index].neuron, false}); break;
+      case OutTensor::kView:
+        results.push_back({tensor_from(storages_[o.index].neuron, o), false});
+        break;
+      case OutTensor::kFresh: results.push_back({tensor_from(fresh[o.index], o), true}); break;
+    }
+    return results.back().neuron;
+  };
+  std::vector<c10::IValue> returned;
+  std::size_t next = 0;
+  for (const ReturnSlot& slot : recipe.returns) {
+    if (slot.kind == ReturnSlot::kTensor) {
+      returned.emplace_back(make(recipe.outs[next++]));
+    } else if (slot.kind == ReturnSlot::kList) {
+      c10::List<at::Tensor> list;
+      for (int i = 0; i < slot.count; ++i) list.push_back(make(recipe.outs[next++]));
+      returned.emplace_back(std::move(list));
+    } else {
+      returned.emplace_back();
+    }
+  }
+  return returned;
+}
+
+// On the worker: the CPU kernel on the snapshots; fresh results land in their memory.
+void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::DeviceIndex device,
+                torch::jit::Stack& stack, const std::vector<Result>& results) {
+  const auto& schema = op.schema();
+  profiler::KernelActivityScope activity(schema.name(), device);
+  if (activity.active()) activity.inputs(stack.data(), stack.size());
+
+  // Fresh results of distinct sizes become the kernel's allocation targets (OutputBlocks).
+  c10::SmallVector<OutputBlocks::Block, 2> blocks;
+  for (const Result& r : results) {
+    if (!r.fresh) continue;
+    const std::size_t nbytes = r.neuron.storage().nbytes();
+    void* data = r.neuron.storage().mutable_data();
+    bool clash = nbytes == 0;
+    for (auto& b : blocks) {
+      if (b.data == data) clash = true;  // two results over one storage: already listed
+      if (b.nbytes == nbytes && b.data != data) b.nbytes = 0;  // same size: no target
+    }
+    if (!clash) blocks.push_back({data, nbytes});
+  }
+
+  AliasSession session(device);
+  {
+    OutputBlocks targets(std::move(blocks));
+    run_cpu_kernel(op, ks, &stack, session);
+  }
+  std::vector<at::Tensor> produced;
+  for (const c10::IValue& v : stack) {
+    for_each_tensor(v, [&](const at::Tensor& t) { produced.push_back(t); });
+  }
+  TORCH_CHECK(produced.size() == results.size(), "neuron: ", schema.name(), " returned ",
+              produced.size(), " tensors where its meta function returned ", results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const at::Tensor& cpu = produced[i];
+    if (!r.fresh || !r.neuron.defined()) continue;
+    if (cpu.defined() && cpu.const_data_ptr() == r.neuron.const_data_ptr() &&
+        cpu.dtype() == r.neuron.dtype() && same_geometry(cpu, r.neuron)) {
+      continue;  // written in place
+    }
+    TORCH_CHECK(cpu.defined() && cpu.sizes().equals(r.neuron.sizes()), "neuron: ",
+                schema.name(), "'s CPU kernel returned a result of shape ",
+                cpu.defined() ? cpu.sizes() : c10::IntArrayRef(), " where its meta function said ",
+                r.neuron.sizes());
+    at::Tensor target = session.to_cpu(r.neuron);
+    at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), target, cpu, false);
+  }
+  if (activity.active()) {
+    std::vector<const at::Tensor*> outs;
+    for (const Result& r : results) outs.push_back(&r.neuron);
+    for (const at::Tensor* t : outs) activity.outputs({t});
+  }
+}
+
+}  // namespace
+
+bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
+              c10::DeviceIndex device) {
+  const auto& schema = op.schema();
+  if (!schema_deferrable(op) || given_up(&schema)) return false;
+  if (ks.highestPriorityTypeId() != c10::DispatchKey::PrivateUse1) return false;  // sparse
+  const std::size_t num_args = schema.arguments().size();
+  const std::size_t begin = stack->size() - num_args;
+
+  // The call's signature: the op, the default dtype (factories read it) and every argument.
+  Arguments args;
+  std::string key;
+  key.reserve(256);
+  put(key, &schema);
+  put(key, c10::typeMetaToScalarType(c10::get_default_dtype()));
+  for (std::size_t i = 0; i < num_args; ++i) {
+    if (!args.visit((*stack)[begin + i], key)) return false;
+  }
+
+  std::shared_ptr<const Recipe> recipe;
+  {
+    std::lock_guard<std::mutex> lock(g_recipes_mutex);
+    auto it = recipes().find(key);
+    if (it != recipes().end()) recipe = it->second;
+  }
+  if (!recipe) {
+    torch::jit::Stack meta_stack;
+    meta_stack.reserve(num_args);
+    for (std::size_t i = 0; i < num_args; ++i) {
+      const c10::IValue& v = (*stack)[begin + i];
+      if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) {
+        meta_stack.emplace_back(c10::Device(c10::kMeta));
+      } else {
+        meta_stack.push_back(map_tensors(v, [&](const at::Tensor& t) { return args.meta_of(t); }));
+      }
+    }
+    try {
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    } catch (const std::exception&) {
+      // Run now: the CPU kernel raises the op's own error, or computes what meta could not.
+      count_meta(&schema, false);
+      return false;
+    }
+    count_meta(&schema, true);
+    if (!args.unchanged()) return false;
+    recipe = args.recipe_of(meta_stack);
+    if (!recipe) return false;
+    std::lock_guard<std::mutex> lock(g_recipes_mutex);
+    if (recipes().size() >= kMaxRecipes) recipes().clear();
+    recipes().emplace(std::move(key), recipe);
+  }
+
+  std::vector<Result> results;
+  std::vector<c10::IValue> returned = args.results_of(*recipe, device, results);
+
+  // The worker's stack: snapshots of the neuron arguments, copies of CPU scalars, and for a
+  // random op a generator holding the draws reserved for it now (in call order).
+  torch::jit::Stack work_stack;
+  work_stack.reserve(num_args);
+  for (std::size_t i = 0; i < num_args; ++i) {
+    work_stack.push_back(
+        map_tensors((*stack)[begin + i], [&](const at::Tensor& t) { return args.snapshot_of(t); }));
+  }
+  if (const auto g = generator_argument(schema)) {
+    const c10::IValue& v = (*stack)[begin + *g];
+    const at::Generator source = v.isGenerator() ? v.toGenerator() : default_generator(device);
+    if (!is_neuron_generator(source)) return false;  // the fallback decides what a CPU one does
+    int64_t drawn = 0;  // one value per result element, as the fallback counts them
+    for (const Result& r : results) drawn += r.neuron.defined() ? r.neuron.numel() : 0;
+    work_stack[*g] = reserve_draws(source, drawn);
+  }
+  const char* name = schema.name().c_str();
+  exec::enqueue(exec::current_stream(device), name,
+                [op, ks, device, work_stack = std::move(work_stack),
+                 results = std::move(results)]() mutable {
+                  run_queued(op, ks, device, work_stack, results);
+                });
+
+  stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
+  for (auto& v : returned) stack->push_back(std::move(v));
+  return true;
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,93 @@
+// How the device executes work: synchronously on the calling thread (NEURON_EAGER_MODE=sync, or
+// NEURON_LAUNCH_BLOCKING=1), or queued per stream and run by that stream's own worker thread
+// (async), so that the call returns before the kernel ran, as on an accelerator.
+//
+// Rules every kernel follows (DESIGN.md, "Semantics decided"):
+// - A kernel's output metadata is decided, and its memory allocated, at the call; only its data
+//   is written later, by the stream's worker, in the order the calls were made on that stream.
+// - Nothing on a calling thread reads or writes neuron memory while work is queued: every host
+//   access first settles the device (csrc/aten/HostAccess.h), which makes it a synchronization
+//   point.
+// - An error raised by queued work is kept and re-raised, with its type and the op's name, at the
+//   next synchronization point; later work still runs.
+// - A worker runs with the intra-op thread count its caller had when it queued the work.
+#pragma once
+
+#include <c10/core/Stream.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace torchneuron::exec {
+
+// Set once, when the runtime is configured (torchneuron/runtime/config.py).
+void configure(bool async, bool launch_blocking);
+bool async_mode();       // NEURON_EAGER_MODE=async
+bool launch_blocking();  // NEURON_LAUNCH_BLOCKING=1
+// True when work issued on this thread should be queued: async mode, not launch-blocking, not
+// on a device worker and not inside an InlineScope (nested work runs in place, in its order).
+bool queuing();
+bool on_worker_thread();
+
+// For the length of a kernel that runs on the calling thread and dispatches neuron ops of its
+// own (a native fast path running a CPU kernel on neuron tensors, whose copy_ or resize_ reach
+// neuron kernels): those run in place too, in the kernel's order, never queued behind it.
+class InlineScope {
+ public:
+  InlineScope();
+  ~InlineScope();
+  InlineScope(const InlineScope&) = delete;
+  InlineScope& operator=(const InlineScope&) = delete;
+};
+
+// True when no work is queued or running on any stream of any device (one atomic load).
+bool idle();
+// The largest operand (bytes) that runs on the calling thread when the device is idle in async
+// mode: a small op then pays no hand-off to a worker (`x + y; x.sum().item()` stays cheap).
+constexpr std::size_t kInlineBytes = 64 * 1024;
+// True when an op whose largest operand has `bytes` bytes may run on the calling thread now:
+// always when not queuing; when queuing, only small ops on an idle device.
+bool run_inline(std::size_t bytes);
+
+// Queues `work` on `stream`. `name` (an op's name; must outlive the work) prefixes an error the
+// work raises. The work holds references to every tensor it touches, so memory it uses stays
+// allocated until it ran; it is destroyed on the worker before the stream counts as drained.
+void enqueue(const c10::Stream& stream, const char* name, std::function<void()> work);
+// The calling thread's current stream of `device`.
+c10::Stream current_stream(c10::DeviceIndex device);
+
+// Waits until the stream (every stream of the device; every device) has run its work, then
+// raises the device's pending error, if any. Safe to call from any thread but a worker.
+void synchronize_stream(const c10::Stream& stream);
+void synchronize_device(c10::DeviceIndex device);
+// Before the calling thread touches neuron memory: waits for all queued work of every device
+// and raises a pending error. A no-op (one atomic load) when nothing is queued and no error is
+// pending, and on a worker.
+void settle();
+bool query_stream(const c10::Stream& stream);
+// Raises and clears `device`'s pending error from queued work, if any.
+void raise_pending_error(c10::DeviceIndex device);
+
+// An event's position in a stream: complete once the stream's worker reached it.
+class Marker {
+ public:
+  struct State;
+  Marker() = default;
+  explicit Marker(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  bool done() const;
+  void wait() const;
+  // The device clock when the stream reached the marker; waits for it.
+  std::int64_t time_ns() const;
+  const std::shared_ptr<State>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+// Records a marker at the current end of `stream` (complete at once when nothing is queued).
+Marker record_marker(const c10::Stream& stream);
+// Makes work queued on `stream` after this call wait until `marker` completed.
+void wait_marker(const Marker& marker, const c10::Stream& stream);
+
+}  // namespace torchneuron::exec

@@ -1,0 +1,317 @@
+"""Checks of asynchronous execution (NEURON_EAGER_MODE=async), run in one process that
+test_async_execution.py starts with the mode set: `python async_checks.py` prints one JSON line
+per check ({"name", "ok", "error"}). Each check compares with the CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+
+import torch
+import torchneuron  # noqa: F401
+from torchneuron import _C
+
+BIG = 768  # a matmul this size takes milliseconds: long enough to observe the queue
+
+
+def queued_work():
+    """Work that keeps the device busy for a while (queued last, so that it is still running when
+    this returns), and its CPU result."""
+    x = torch.randn(BIG, BIG)
+    ref = x @ x @ x
+    xn = x.to("neuron")
+    return xn @ xn @ xn, ref
+
+
+def check_mode_is_async():
+    assert torchneuron.runtime.execution.mode() == "async"
+
+
+def check_call_returns_before_the_kernel_ran():
+    x = torch.randn(BIG, BIG)
+    xn = x.to("neuron")
+    torch.neuron.synchronize()
+    t0 = time.perf_counter()
+    ys = [xn @ xn for _ in range(4)]
+    issued = time.perf_counter() - t0
+    busy = not _C._device_idle()
+    torch.neuron.synchronize()
+    total = time.perf_counter() - t0
+    assert busy, "the device was idle right after queuing four matmuls"
+    assert issued < total, (issued, total)
+    for y in ys:
+        torch.testing.assert_close(y.cpu(), x @ x)
+
+
+def check_results_equal_cpu_through_a_chain():
+    a = torch.randn(300, 400)
+    b = torch.randn(400, 200)
+    an, bn = a.to("neuron"), b.to("neuron")
+    out = torch.relu(an @ bn + 1).softmax(-1).sum(0)
+    ref = torch.relu(a @ b + 1).softmax(-1).sum(0)
+    torch.testing.assert_close(out.cpu(), ref)
+
+
+def check_in_place_chain_keeps_order():
+    a = torch.zeros(200_000, device="neuron")
+    for i in range(20):
+        a.mul_(2).add_(i)
+    ref = torch.zeros(200_000)
+    for i in range(20):
+        ref.mul_(2).add_(i)
+    torch.testing.assert_close(a.cpu(), ref)
+
+
+def check_data_dependent_ops_synchronize():
+    y, ref = queued_work()
+    mask = y > 0
+    torch.testing.assert_close(torch.nonzero(mask).cpu(), torch.nonzero(ref > 0))
+    torch.testing.assert_close(y[mask].cpu(), ref[ref > 0])
+    torch.testing.assert_close(torch.unique((y > 0).int()).cpu(), torch.unique((ref > 0).int()))
+
+
+def check_small_op_on_idle_device_runs_inline():
+    x = torch.randn(16, device="neuron")
+    torch.neuron.synchronize()
+    y = x + x
+    assert _C._device_idle(), "a 16-element add on an idle device was queued"
+    torch.testing.assert_close(y.sum().item(), (x.cpu() * 2).sum().item())
+
+
+def check_synchronization_points():
+    for point in ("item", "cpu", "tolist", "str", "synchronize", "event", "stream",
+                  "accelerator"):
+        y, ref = queued_work()
+        if point == "item":
+            torch.testing.assert_close(y[3, 4].item(), ref[3, 4].item())
+        elif point == "cpu":
+            torch.testing.assert_close(y.cpu(), ref)
+        elif point == "tolist":
+            torch.testing.assert_close(torch.tensor(y[0].tolist()), ref[0])
+        elif point == "str":
+            assert "tensor(" in str(y)
+        elif point == "synchronize":
+            torch.neuron.synchronize()
+        elif point == "event":
+            e = torch.neuron.Event()
+            e.record()
+            e.synchronize()
+            assert e.query()
+        elif point == "stream":
+            torch.neuron.current_stream().synchronize()
+        elif point == "accelerator":
+            torch.accelerator.synchronize()
+        assert _C._device_idle(), f"{point}: work still queued after the synchronization"
+        torch.testing.assert_close(y.cpu(), ref)
+
+
+def check_streams_are_queues_ordered_by_wait_stream():
+    x = torch.randn(BIG, BIG)
+    xn = x.to("neuron")
+    side = torch.neuron.Stream()
+    main = torch.neuron.current_stream()
+    torch.neuron.synchronize()
+    with torch.neuron.stream(side):
+        y = xn @ xn  # queued on the side stream
+    main.wait_stream(side)
+    z = y + 1  # on the main stream, after the side stream's matmul
+    torch.testing.assert_close(z.cpu(), x @ x + 1)
+
+
+def check_wait_event_orders_streams():
+    x = torch.randn(BIG, BIG)
+    xn = x.to("neuron")
+    side = torch.neuron.Stream()
+    done = torch.neuron.Event()
+    y = xn @ xn
+    done.record()
+    side.wait_event(done)
+    with torch.neuron.stream(side):
+        z = y * 3
+    side.synchronize()
+    torch.testing.assert_close(z.cpu(), (x @ x) * 3)
+
+
+def check_error_in_a_kernel_surfaces_at_the_next_synchronization():
+    x = torch.randn(1000, 8, device="neuron")
+    bad = torch.tensor([0, 5000], device="neuron")  # (a copy from pageable memory synchronizes)
+    y, _ = queued_work()  # so that the faulty op is queued, not run inline
+    r = torch.index_select(x, 0, bad)  # returns: the index is checked inside the kernel
+    try:
+        torch.neuron.synchronize()
+    except IndexError as e:
+        assert "index_select" in str(e) and "index out of range" in str(e), str(e)
+    else:
+        raise AssertionError("the kernel's IndexError did not surface at synchronize()")
+    torch.neuron.synchronize()  # raised once
+    later = x[:2] * 2  # later work still runs
+    torch.testing.assert_close(later.cpu(), x.cpu()[:2] * 2)
+    del r, y
+
+
+def check_checks_before_a_kernel_raise_at_the_call():
+    y, _ = queued_work()
+    a = torch.randn(3, 4, device="neuron")
+    b = torch.randn(5, 6, device="neuron")
+    cpu_error = None
+    try:
+        torch.randn(3, 4) @ torch.randn(5, 6)
+    except RuntimeError as e:
+        cpu_error = str(e)
+    try:
+        a @ b
+    except RuntimeError as e:
+        assert str(e) == cpu_error, (str(e), cpu_error)
+    else:
+        raise AssertionError("a shape error did not raise at the call")
+    torch.neuron.synchronize()
+    del y
+
+
+def check_memory_statistics_exact_after_synchronize():
+    torch.neuron.synchronize()
+    base = torch.neuron.memory_allocated()
+    x = torch.randn(512, 512, device="neuron")
+    ys = [x @ x for _ in range(3)]
+    del ys, x
+    torch.neuron.synchronize()
+    assert torch.neuron.memory_allocated() == base, (torch.neuron.memory_allocated(), base)
+
+
+def timed_matmuls(count):
+    """Events around `count` queued matmuls (tens of milliseconds of device work)."""
+    x = torch.randn(BIG, BIG, device="neuron")
+    start = torch.neuron.Event(enable_timing=True)
+    end = torch.neuron.Event(enable_timing=True)
+    start.record()
+    for _ in range(count):
+        x = x @ x / BIG
+    end.record()
+    return start, end
+
+
+def check_events_time_device_work():
+    start, end = timed_matmuls(3)
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+def check_elapsed_time_before_completion_raises():
+    start, end = timed_matmuls(4)
+    assert not end.query(), "four queued matmuls completed before the next line ran"
+    try:
+        start.elapsed_time(end)
+    except RuntimeError as e:
+        assert "completed" in str(e), str(e)
+    else:
+        raise AssertionError("elapsed_time on an incomplete event did not raise")
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+def check_pinned_non_blocking_copy_is_queued_pageable_is_synchronous():
+    y, ref = queued_work()
+    host = torch.empty(BIG, BIG, pin_memory=True)
+    host.copy_(y, non_blocking=True)
+    torch.neuron.synchronize()
+    torch.testing.assert_close(host, ref)
+    y, ref = queued_work()
+    pageable = torch.empty(BIG, BIG)
+    pageable.copy_(y, non_blocking=True)  # into pageable memory: synchronous, as on CUDA
+    torch.testing.assert_close(pageable, ref)
+    y, ref = queued_work()
+    pinned = y.to("cpu", non_blocking=True)  # PyTorch pins the result: queued, as on CUDA
+    torch.neuron.synchronize()
+    assert pinned.is_pinned()
+    torch.testing.assert_close(pinned, ref)
+    src = torch.randn(BIG, BIG).pin_memory()
+    dst = torch.empty(BIG, BIG, device="neuron")
+    y, _ = queued_work()
+    dst.copy_(src, non_blocking=True)
+    torch.testing.assert_close(dst.cpu(), src)
+
+
+def check_training_step_equals_cpu():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(),
+                                torch.nn.Linear(256, 10))
+    ref = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(),
+                              torch.nn.Linear(256, 10))
+    ref.load_state_dict(model.state_dict())
+    model.to("neuron")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x = torch.randn(128, 64)
+    t = torch.randint(0, 10, (128,))
+    for _ in range(3):
+        for m, o, xx, tt in ((model, opt, x.to("neuron"), t.to("neuron")), (ref, ref_opt, x, t)):
+            o.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(xx), tt)
+            loss.backward()
+            o.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.cpu(), q, rtol=1e-4, atol=1e-5)
+
+
+def check_compiled_graph_equals_cpu():
+    def f(a, b):
+        return torch.relu(a @ b + 1).sum(-1)
+
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    compiled = torch.compile(f, backend="neuron")
+    y, _ = queued_work()  # queued eager work before the graph
+    out = compiled(a.to("neuron"), b.to("neuron"))
+    torch.testing.assert_close(out.cpu(), f(a, b), rtol=1e-4, atol=1e-4)
+    del y
+
+
+def check_profiler_records_queued_kernels():
+    x = torch.randn(BIG, BIG, device="neuron")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.PrivateUse1]) as prof:
+        y = x @ x + 1
+        torch.neuron.synchronize()
+    names = {e.name for e in prof.events()}
+    assert any("mm" in n for n in names), sorted(names)[:20]
+    del y
+
+
+def check_threads_see_their_own_streams():
+    import threading
+
+    x = torch.randn(BIG, BIG)
+    results = {}
+
+    def work(i):
+        s = torch.neuron.Stream()
+        with torch.neuron.stream(s):
+            y = x.to("neuron") @ x.to("neuron") * i
+            s.synchronize()
+            results[i] = y.cpu()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(1, 4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(1, 4):
+        torch.testing.assert_close(results[i], (x @ x) * i)
+
+
+CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
+
+
+def main(names):
+    for name in names or CHECKS:
+        try:
+            CHECKS[name]()
+            result = {"name": name, "ok": True, "error": ""}
+        except Exception:  # noqa: BLE001 - reported to the test
+            result = {"name": name, "ok": False, "error": traceback.format_exc()}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

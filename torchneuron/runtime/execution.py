@@ -1,0 +1,39 @@
+"""How eager ops execute on neuron (csrc/device/ExecutionQueue.h): synchronously (the default) or
+queued per stream and run by the device's workers (NEURON_EAGER_MODE=async). This module is the
+Python side: the mode a process runs in, and the few places above the C++ core that must wait for
+queued work before they touch device memory themselves."""
+
+from __future__ import annotations
+
+from .. import _C
+from . import device_state
+
+
+def mode() -> str:
+    """"sync" or "async": the mode of this process (NEURON_EAGER_MODE, read with the rest of
+    the configuration)."""
+    device_state.configure()
+    return _C._execution_mode()
+
+
+def launch_blocking() -> bool:
+    device_state.configure()
+    return _C._launch_blocking()
+
+
+def settle() -> None:
+    """Waits for all queued device work and raises its pending error: for code that reads or
+    writes neuron memory itself (compiled graphs' C++ kernels). Free when nothing is queued."""
+    _C._settle()
+
+
+def drain_at_exit() -> None:
+    """At interpreter exit: queued work finishes before the process tears down what it uses. An
+    error it raised has no synchronization point left to surface at; it is printed."""
+    if _C._is_configured() and not _C._device_idle():
+        try:
+            _C._settle()
+        except Exception as e:  # noqa: BLE001 - the process is exiting; report, do not raise
+            import sys
+
+            print(f"neuron: queued work failed before exit: {e}", file=sys.stderr)
