@@ -7,8 +7,10 @@ resident memory (VmHWM); the CPU process does not load torchneuron at all. Targe
 <= 1.3x, model steps <= 1.05x, allocator <= 1.2x, peak memory <= 1.1x. The MLP's AdamW step
 may come out faster on neuron: PyTorch picks the `foreach` optimizer implementation for every
 PrivateUse1 device, as for CUDA, where the CPU uses the per-tensor loop.
-Run: `.venv/bin/python benchmarks/eager_overhead.py [--threads 1]` (or `make bench`) from the
-repository root.
+Each neuron batch ends with `torch.neuron.synchronize()`, so that queued work counts when the
+device executes asynchronously (`--mode async`, NEURON_EAGER_MODE).
+Run: `.venv/bin/python benchmarks/eager_overhead.py [--threads 1] [--mode sync|async]` (or
+`make bench`) from the repository root.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 from typing import Callable
 
 import torch
+import torchneuron
 from timing import best_interleaved
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -110,7 +113,8 @@ def measure(rounds: int, cases=None) -> list[tuple[str, float, float]]:
         fn_n, number = neuron[name]
         fn_c, _ = cpu[name]
         # Interleaved, so both see the same machine load; a warm-up call before each batch.
-        best = best_interleaved({"neuron": fn_n, "cpu": fn_c}, number, rounds, warmup=True)
+        best = best_interleaved({"neuron": fn_n, "cpu": fn_c}, number, rounds, warmup=True,
+                                finish={"neuron": torch.neuron.synchronize})
         rows.append((name, best["neuron"], best["cpu"]))
     return rows
 
@@ -161,17 +165,23 @@ def main() -> None:
                         help="intra-op threads for both sides (1 is steadier on a busy machine)")
     parser.add_argument("--markdown", action="store_true",
                         help="print the settings and a Markdown table (for docs/performance.md)")
+    parser.add_argument("--mode", choices=("sync", "async"), default=None,
+                        help="NEURON_EAGER_MODE for this run (default: the environment's)")
     args = parser.parse_args()
+    if args.mode is not None:  # read at the first device use, which comes below
+        os.environ["NEURON_EAGER_MODE"] = args.mode
     torch.set_num_threads(args.threads)
     model_rounds = max(2, args.rounds // 2)
     rows = measure(args.rounds) + measure(model_rounds, model_cases)
     rss_n, rss_c = demo_peak_rss_mib("neuron"), demo_peak_rss_mib("cpu")
     if args.markdown:
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of "
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+              f"NEURON_EAGER_MODE={torchneuron.runtime.execution.mode()}, best of "
               f"{args.rounds} rounds (models: {model_rounds}), load average "
               f"{os.getloadavg()[0]:.2f} at the end.\n")
         print(markdown_table(rows, rss_n, rss_c))
     else:
+        print(f"NEURON_EAGER_MODE={torchneuron.runtime.execution.mode()}")
         print(text_table(rows, rss_n, rss_c))
 
 

@@ -10,26 +10,35 @@ Key = TypeVar("Key", bound=Hashable)
 
 
 def seconds_per_call(fn: Callable[[], object], number: int, clock=time.perf_counter,
-                     warmup: bool = False) -> float:
+                     warmup: bool = False, finish: Callable[[], object] | None = None) -> float:
     """Seconds per call of `number` back-to-back calls of `fn`, read on `clock`. With `warmup`,
-    one untimed call first (first-call initialisation, caches)."""
+    one untimed call first (first-call initialisation, caches). `finish` runs before the clock
+    is read (and after the warm-up): a device's synchronize, so that queued work counts."""
     if warmup:
         fn()
+    if finish is not None:
+        finish()
     start = clock()
     for _ in range(number):
         fn()
+    if finish is not None:
+        finish()
     return (clock() - start) / number
 
 
 def best_interleaved(fns: Mapping[Key, Callable[[], object]], number: int, rounds: int,
-                     clock=time.perf_counter, warmup: bool = False) -> dict[Key, float]:
+                     clock=time.perf_counter, warmup: bool = False,
+                     finish: Mapping[Key, Callable[[], object]] | None = None) -> dict[Key, float]:
     """The best seconds per call of each of `fns` over `rounds` rounds. Each round times every
     function once, in the mapping's order, so that all of them see the same machine load (the
-    machine may be shared); the best round is the one least disturbed."""
+    machine may be shared); the best round is the one least disturbed. `finish[key]`, where
+    given, ends each timed batch of that function (see seconds_per_call)."""
     best = {key: float("inf") for key in fns}
+    finish = finish or {}
     for _ in range(rounds):
         for key, fn in fns.items():
-            best[key] = min(best[key], seconds_per_call(fn, number, clock, warmup))
+            best[key] = min(best[key],
+                            seconds_per_call(fn, number, clock, warmup, finish.get(key)))
     return best
 
 
