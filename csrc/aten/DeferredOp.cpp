@@ -523,6 +523,13 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 
   std::vector<Result> results;
   std::vector<c10::IValue> returned = args.results_of(*recipe, device, results);
+  // The worker holds its own tensors over the results' memory: dropping the last reference to a
+  // tensor that has a Python object takes the GIL, which the worker should not need.
+  for (Result& r : results) {
+    if (r.neuron.defined()) {
+      r.neuron = tensor_over(r.neuron.storage(), c10::DispatchKey::PrivateUse1, r.neuron);
+    }
+  }
 
   // The worker's stack: snapshots of the neuron arguments, copies of CPU scalars, and for a
   // random op a generator holding the draws reserved for it now (in call order).

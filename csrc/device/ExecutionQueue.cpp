@@ -192,13 +192,31 @@ std::vector<StreamQueue*> queues_of(int device) {  // device < 0: all
   return out;
 }
 
+std::atomic<WaitWrapper> g_wait_wrapper{nullptr};
+
+// Runs `wait` through the installed wrapper (which releases the GIL if this thread holds it).
+template <typename Wait>
+void wait_outside_python(Wait&& wait) {
+  WaitWrapper wrapper = g_wait_wrapper.load(std::memory_order_acquire);
+  if (wrapper == nullptr) return wait();
+  wrapper([](void* ctx) { (*static_cast<Wait*>(ctx))(); }, &wait);
+}
+
 void wait_drained(StreamQueue* q) {
   TORCH_CHECK(!t_worker, "neuron: a device worker may not wait for a stream");
-  std::unique_lock<std::mutex> lock(q->m);
-  q->drained.wait(lock, [q] { return q->pending == 0; });
+  {
+    std::lock_guard<std::mutex> lock(q->m);
+    if (q->pending == 0) return;
+  }
+  wait_outside_python([q] {
+    std::unique_lock<std::mutex> lock(q->m);
+    q->drained.wait(lock, [q] { return q->pending == 0; });
+  });
 }
 
 }  // namespace
+
+void set_wait_wrapper(WaitWrapper wrapper) { g_wait_wrapper.store(wrapper); }
 
 void configure(bool async, bool blocking) {
   g_async.store(async);
@@ -283,8 +301,10 @@ bool Marker::done() const { return !state_ || state_->done.load(); }
 void Marker::wait() const {
   if (!state_ || state_->done.load()) return;
   TORCH_CHECK(!t_worker, "neuron: a device worker may not wait for an event");
-  std::unique_lock<std::mutex> lock(state_->m);
-  state_->cv.wait(lock, [this] { return state_->done.load(); });
+  wait_outside_python([this] {
+    std::unique_lock<std::mutex> lock(state_->m);
+    state_->cv.wait(lock, [this] { return state_->done.load(); });
+  });
 }
 
 std::int64_t Marker::time_ns() const {

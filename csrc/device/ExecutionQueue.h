@@ -22,6 +22,12 @@
 
 namespace torchneuron::exec {
 
+// How a waiting thread lets a worker finish: a worker may need Python's GIL (dropping the last
+// reference to a tensor or storage that has a Python object), so the Python bindings install a
+// wrapper that releases the GIL around a wait when the waiting thread holds it.
+using WaitWrapper = void (*)(void (*wait)(void*), void* context);
+void set_wait_wrapper(WaitWrapper wrapper);
+
 // Set once, when the runtime is configured (torchneuron/runtime/config.py).
 void configure(bool async, bool launch_blocking);
 bool async_mode();       // NEURON_EAGER_MODE=async

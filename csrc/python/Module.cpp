@@ -165,6 +165,15 @@ PYBIND11_MODULE(_C, m) {
     tn::rt::synchronize(d);
   });
   m.def("_settle", &tn::exec::settle, py::call_guard<py::gil_scoped_release>());
+  // Every wait for queued work, wherever in C++ it happens, releases the GIL if it is held.
+  tn::exec::set_wait_wrapper([](void (*wait)(void*), void* context) {
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release no_gil;
+      wait(context);
+    } else {
+      wait(context);
+    }
+  });
   m.def("_configure_execution", &tn::exec::configure);
   m.def("_execution_mode", [] { return tn::exec::async_mode() ? "async" : "sync"; });
   m.def("_launch_blocking", &tn::exec::launch_blocking);
