@@ -117,6 +117,7 @@ struct Recipe {
   std::vector<ReturnSlot> returns;
   std::vector<OutTensor> outs;
   std::vector<std::size_t> fresh_nbytes;
+  bool queue = true;  // false: the CPU kernel disagreed with the meta function; run it now
 };
 
 constexpr std::size_t kMaxRecipes = 1 << 16;
@@ -286,6 +287,18 @@ class Arguments {
       }
     }
     return fine ? recipe : nullptr;
+  }
+
+  // The neuron argument tensors (recipe indices of kArgument) and storages (of kView).
+  std::vector<at::Tensor> argument_tensors() const {
+    std::vector<at::Tensor> out;
+    for (const auto& e : tensors_) out.push_back(e.neuron);
+    return out;
+  }
+  std::vector<c10::Storage> argument_storages() const {
+    std::vector<c10::Storage> out;
+    for (const auto& s : storages_) out.push_back(s.neuron);
+    return out;
   }
 
   // The caller's results: arguments, views of their storages, or tensors over fresh memory.
@@ -471,7 +484,7 @@ void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::Devi
 }  // namespace
 
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-              c10::DeviceIndex device) {
+              c10::DeviceIndex device, RecipeCheck* check) {
   const auto& schema = op.schema();
   if (!schema_deferrable(op) || given_up(&schema)) return false;
   if (ks.highestPriorityTypeId() != c10::DispatchKey::PrivateUse1) return false;  // sparse
@@ -494,7 +507,10 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     auto it = recipes().find(key);
     if (it != recipes().end()) recipe = it->second;
   }
+  if (recipe && !recipe->queue) return false;
   if (!recipe) {
+    // A signature's first call: the meta function's answer, checked against the CPU kernel's
+    // results of this call, which runs now (see RecipeCheck).
     torch::jit::Stack meta_stack;
     meta_stack.reserve(num_args);
     for (std::size_t i = 0; i < num_args; ++i) {
@@ -514,11 +530,15 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     }
     count_meta(&schema, true);
     if (!args.unchanged()) return false;
-    recipe = args.recipe_of(meta_stack);
-    if (!recipe) return false;
-    std::lock_guard<std::mutex> lock(g_recipes_mutex);
-    if (recipes().size() >= kMaxRecipes) recipes().clear();
-    recipes().emplace(std::move(key), recipe);
+    std::shared_ptr<Recipe> made = args.recipe_of(meta_stack);
+    if (!made) return false;
+    if (check != nullptr) {
+      check->key_ = std::move(key);
+      check->recipe_ = std::move(made);
+      check->tensors_ = args.argument_tensors();
+      check->storages_ = args.argument_storages();
+    }
+    return false;
   }
 
   std::vector<Result> results;
@@ -557,6 +577,69 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
   for (auto& v : returned) stack->push_back(std::move(v));
   return true;
+}
+
+RecipeCheck::RecipeCheck() = default;
+RecipeCheck::~RecipeCheck() = default;
+
+void RecipeCheck::confirm(const torch::jit::Stack& stack, std::size_t num_returns) {
+  if (!recipe_) return;
+  auto* recipe = static_cast<Recipe*>(recipe_.get());
+  std::vector<at::Tensor> produced;
+  bool same = true;
+  std::size_t slot = 0;
+  for (std::size_t i = stack.size() - num_returns; i < stack.size(); ++i, ++slot) {
+    const c10::IValue& v = stack[i];
+    const ReturnSlot expected = slot < recipe->returns.size() ? recipe->returns[slot]
+                                                              : ReturnSlot{ReturnSlot::kNone, -1};
+    if (v.isTensor()) {
+      same = same && expected.kind == ReturnSlot::kTensor;
+    } else if (v.isTensorList()) {
+      same = same && expected.kind == ReturnSlot::kList &&
+             static_cast<int>(v.toTensorList().size()) == expected.count;
+    } else {
+      same = same && v.isNone() && expected.kind == ReturnSlot::kNone;
+    }
+    for_each_tensor(v, [&](const at::Tensor& t) { produced.push_back(t); });
+  }
+  same = same && slot == recipe->returns.size() && produced.size() == recipe->outs.size();
+  for (std::size_t i = 0; same && i < produced.size(); ++i) {
+    const at::Tensor& t = produced[i];
+    const OutTensor& o = recipe->outs[i];
+    if (o.kind == OutTensor::kUndefined) {
+      same = !t.defined();
+      continue;
+    }
+    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 ||
+        t.layout() != c10::kStrided || t.scalar_type() != o.dtype ||
+        !t.sizes().equals(o.sizes) || !t.strides().equals(o.strides) ||
+        t.storage_offset() != o.offset || t.is_conj() != o.conj || t.is_neg() != o.neg) {
+      same = false;
+      continue;
+    }
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    auto argument_storage = std::find_if(storages_.begin(), storages_.end(),
+        [&](const c10::Storage& s) { return s.unsafeGetStorageImpl() == storage; });
+    switch (o.kind) {
+      case OutTensor::kArgument:
+        same = tensors_[o.index].unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+        break;
+      case OutTensor::kView:
+        same = storages_[o.index].unsafeGetStorageImpl() == storage;
+        break;
+      case OutTensor::kFresh:
+        same = argument_storage == storages_.end();
+        break;
+      case OutTensor::kUndefined:
+        break;
+    }
+  }
+  // Where the CPU kernel and the meta function disagree (native_batch_norm's saved statistics
+  // in eval mode: [0] on the CPU, [C] from meta), the signature runs now from then on.
+  recipe->queue = same;
+  std::lock_guard<std::mutex> lock(g_recipes_mutex);
+  if (recipes().size() >= kMaxRecipes) recipes().clear();
+  recipes().emplace(std::move(key_), std::static_pointer_cast<const Recipe>(recipe_));
 }
 
 }  // namespace torchneuron

@@ -19,11 +19,39 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 namespace torchneuron {
 
+// The first call of a signature (op and arguments' metadata) runs now, and the CPU kernel's
+// results are compared with what the meta function said (dtypes, sizes, strides, and which are
+// arguments, views of arguments or fresh): only a signature whose meta answer held is queued
+// later; one where they disagree always runs now. PyTorch's meta functions are meant to match
+// the kernels, and a few do not.
+class RecipeCheck {
+ public:
+  RecipeCheck();
+  ~RecipeCheck();
+  RecipeCheck(const RecipeCheck&) = delete;
+  RecipeCheck& operator=(const RecipeCheck&) = delete;
+  // After the op ran now: its `num_returns` results on top of `stack`, as the caller gets them.
+  void confirm(const torch::jit::Stack& stack, std::size_t num_returns);
+
+ private:
+  friend bool defer_op(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*,
+                       c10::DeviceIndex, RecipeCheck*);
+  std::string key_;
+  std::shared_ptr<void> recipe_;  // a Recipe (DeferredOp.cpp)
+  std::vector<at::Tensor> tensors_;
+  std::vector<c10::Storage> storages_;
+};
+
 // Queues `op` (arguments checked by the fallback) on the current stream of `device` and leaves
-// its results on the stack; false, with the stack untouched, when it must run now.
+// its results on the stack; false, with the stack untouched, when it must run now (then, on a
+// signature's first call, `check` holds what to confirm once it ran).
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-              c10::DeviceIndex device);
+              c10::DeviceIndex device, RecipeCheck* check);
 
 }  // namespace torchneuron

@@ -215,7 +215,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   if (has_float64) check_float64(op.operator_name());
   // Asynchronous execution: the op is queued on the current stream when its results' metadata
   // can be known now (DeferredOp.h); otherwise it runs here, after the queued work.
-  if (!exec::run_inline(largest) && defer_op(op, ks, stack, device)) return;
+  RecipeCheck recipe_check;
+  if (!exec::run_inline(largest) && defer_op(op, ks, stack, device, &recipe_check)) return;
 
   profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
   if (activity.active()) activity.inputs(&(*stack)[begin], num_args);
@@ -229,6 +230,7 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     v = to_neuron_results(v, session, op.operator_name());
   }
   if (activity.active()) activity.outputs(&(*stack)[rbegin], num_returns);
+  recipe_check.confirm(*stack, num_returns);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

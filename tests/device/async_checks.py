@@ -138,6 +138,9 @@ def check_wait_event_orders_streams():
 def check_error_in_a_kernel_surfaces_at_the_next_synchronization():
     x = torch.randn(1000, 8, device="neuron")
     bad = torch.tensor([0, 5000], device="neuron")  # (a copy from pageable memory synchronizes)
+    good = torch.tensor([0, 1], device="neuron")
+    queued_work()
+    torch.index_select(x, 0, good)  # a signature's first queued call runs at once (DeferredOp.h)
     y, _ = queued_work()  # so that the faulty op is queued, not run inline
     r = torch.index_select(x, 0, bad)  # returns: the index is checked inside the kernel
     try:

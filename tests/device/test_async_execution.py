@@ -102,6 +102,8 @@ def test_freeing_a_tensor_another_stream_still_uses_is_caught_unless_recorded():
             "    side.synchronize()\n"
             "    torch.testing.assert_close(y.cpu(), a @ a @ a, rtol=1e-4, atol=1e-3)\n"
             "    return side.stream_id\n"
+            "w = torch.randn(768, 768, device='neuron'); w @ w @ w  # first calls run at once\n"
+            "torch.neuron.synchronize()\n"
             "print('unrecorded', use_on_side(False), flush=True)\n"
             "print('recorded', use_on_side(True), flush=True)\n")
     env = dict(os.environ, NEURON_EAGER_MODE="async")
