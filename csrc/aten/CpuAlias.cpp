@@ -16,7 +16,9 @@ c10::Device neuron_device(c10::DeviceIndex index) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
 }
 
-at::Tensor make_tensor(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+}  // namespace
+
+at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
   auto t = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(key), like.dtype());
   t.unsafeGetTensorImpl()->set_sizes_and_strides(
@@ -31,10 +33,8 @@ bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
          a.storage_offset() == b.storage_offset();
 }
 
-}  // namespace
-
 at::Tensor make_neuron_tensor(c10::Storage storage, const at::Tensor& like) {
-  return make_tensor(std::move(storage), c10::DispatchKey::PrivateUse1, like);
+  return tensor_over(std::move(storage), c10::DispatchKey::PrivateUse1, like);
 }
 
 at::Tensor cpu_metadata_stand_in(const at::Tensor& t) {
@@ -70,7 +70,7 @@ at::Tensor cpu_alias_keeping_storage(const at::Tensor& neuron) {
   c10::Storage cpu_storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(data),
       /*allocator=*/nullptr, /*resizable=*/false));
-  return make_tensor(std::move(cpu_storage), c10::DispatchKey::CPU, neuron);
+  return tensor_over(std::move(cpu_storage), c10::DispatchKey::CPU, neuron);
 }
 
 at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
@@ -108,7 +108,7 @@ at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
         storage.resizable()));
     storages_.push_back({storage, cpu_storage, data, true});
   }
-  at::Tensor cpu = make_tensor(cpu_storage, c10::DispatchKey::CPU, neuron);
+  at::Tensor cpu = tensor_over(cpu_storage, c10::DispatchKey::CPU, neuron);
   tensors_.push_back({neuron, cpu});
   return cpu;
 }

@@ -54,6 +54,12 @@ class AliasSession {
   c10::SmallVector<TensorPair, 1> sparse_;  // sparse tensors, rebuilt over aliased members
 };
 
+// A tensor of dispatch key `key` (PrivateUse1, CPU, Meta) over `storage` with the dtype, sizes,
+// strides, offset and conj/neg bits of `like`.
+at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like);
+// Same sizes, strides and storage offset.
+bool same_geometry(const at::Tensor& a, const at::Tensor& b);
+
 // A neuron tensor over `storage` with the dtype, sizes, strides, offset and conj/neg bits of
 // `like`.
 at::Tensor make_neuron_tensor(c10::Storage storage, const at::Tensor& like);

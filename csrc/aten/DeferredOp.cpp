@@ -81,22 +81,6 @@ bool schema_deferrable(const c10::OperatorHandle& op) {
   return true;
 }
 
-bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
-  return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
-         a.storage_offset() == b.storage_offset();
-}
-
-// A tensor over `storage` with the metadata of `like`, on the device of `key`.
-at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
-  auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key),
-                                                    like.dtype());
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
-                                                 like.storage_offset());
-  if (like.is_conj()) t._set_conj(true);
-  if (like.is_neg()) t._set_neg(true);
-  return t;
-}
-
 // What a result is, in terms of the arguments: recorded once per call signature from the meta
 // call's results, and replayed for later calls with the same signature (a training loop calls
 // the same ops on the same shapes every step; the meta call, in Python for many ops, is then
@@ -475,9 +459,7 @@ void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::Devi
     at::_ops::copy_::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), target, cpu, false);
   }
   if (activity.active()) {
-    std::vector<const at::Tensor*> outs;
-    for (const Result& r : results) outs.push_back(&r.neuron);
-    for (const at::Tensor* t : outs) activity.outputs({t});
+    for (const Result& r : results) activity.outputs({&r.neuron});
   }
 }
 

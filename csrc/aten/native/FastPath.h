@@ -21,6 +21,7 @@ namespace torchneuron {
 // on an idle device). Every other case goes to the fallback, which queues it.
 inline bool fast_path_now(std::initializer_list<const at::Tensor*> operands) {
   if (!host_addressable()) return false;
+  if (!exec::queuing()) return true;  // synchronous: no operand sizes to weigh on the hot path
   std::size_t largest = 0;
   for (const at::Tensor* t : operands) {
     if (t->defined()) largest = std::max<std::size_t>(largest, t->numel() * t->itemsize());
