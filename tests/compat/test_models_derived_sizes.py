@@ -315,3 +315,24 @@ def test_inputs_the_config_sizes_by_name_and_language_ids_come_with_the_modaliti
     assert inputs["visual_pos"].shape == (BATCH, SEQ, model.config.visual_pos_dim)
     model, *_ = build_tiny(by_type("xmod"))
     assert modality_inputs(model, torch.Generator().manual_seed(0))["lang_ids"].tolist() == [0, 0]
+
+
+def test_stage_channel_lists_shrink_alike_so_stages_still_chain():
+    d = {"hidden_sizes": [256, 512, 1024, 2048], "stage_in_channels": [48, 128, 512, 1024],
+         "stage_out_channels": [128, 512, 1024, 2048]}
+    out = shrink_dict(d, "every width")
+    assert out["stage_in_channels"][1:] == out["stage_out_channels"][:-1]
+    assert out["stage_out_channels"][-1] == out["hidden_sizes"][-1]
+    assert shrink_dict(d)["stage_out_channels"] == d["stage_out_channels"]  # first profile keeps them
+
+
+def test_tiny_hgnet_v2_classifies_on_the_cpu():
+    import torch
+    from transformers import HGNetV2ForImageClassification
+
+    from torchneuron.compat.models.shrink import tiny_config
+
+    model = HGNetV2ForImageClassification(tiny_config("hgnet_v2", "every width")).eval()
+    with torch.no_grad():
+        logits = model(pixel_values=torch.randn(2, 3, 32, 32)).logits
+    assert logits.shape == (2, model.config.num_labels)

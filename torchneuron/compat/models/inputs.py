@@ -342,6 +342,55 @@ def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> di
     return inputs
 
 
+def _image_feature_count(model, inputs: dict[str, torch.Tensor]) -> int | None:
+    """How many feature vectors the model makes of one image: its own get_image_features on
+    the inputs it names (a Q-Former's query count, a projector's patches), counted per image."""
+    get = getattr(model, "get_image_features", None)
+    if get is None or "pixel_values" not in inputs:
+        return None
+    names = inspect.signature(get).parameters
+    try:
+        with torch.no_grad():
+            out = get(**{k: v for k, v in inputs.items() if k in names and k != "input_ids"})
+    except Exception:  # noqa: BLE001 - the forward then says what it misses
+        return None
+    features = getattr(out, "pooler_output", None) if not isinstance(out, (torch.Tensor, tuple, list)) \
+        else out
+    if features is None and hasattr(out, "last_hidden_state"):
+        features = out.last_hidden_state
+    parts = [t for _, t in _leaves(features)]
+    if not parts:
+        return None
+    vectors = sum(t.numel() // t.shape[-1] for t in parts)
+    batch = inputs["pixel_values"].shape[0]
+    return vectors // batch if vectors % batch == 0 else None
+
+
+def _leaves(obj, prefix: str = ""):
+    if isinstance(obj, torch.Tensor):
+        return [(prefix, obj)]
+    if isinstance(obj, (list, tuple)):
+        return [t for i, v in enumerate(obj) for t in _leaves(v, f"{prefix}[{i}]")]
+    return []
+
+
+def _image_placeholders(model, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Token ids beside an image hold one placeholder (the config's image token) per feature
+    vector the model makes of the image, as its processor writes them, ahead of the text."""
+    image_token = _sub(model.config, "image_token_id", "image_token_index")
+    if not isinstance(image_token, int) or "input_ids" not in inputs:
+        return inputs
+    count = _image_feature_count(model, inputs)
+    if not count:
+        return inputs
+    ids = inputs["input_ids"]
+    out = dict(inputs)
+    out["input_ids"] = torch.cat([torch.full((ids.shape[0], count), image_token, dtype=ids.dtype), ids], 1)
+    if "attention_mask" in out:
+        out["attention_mask"] = torch.ones_like(out["input_ids"])
+    return out
+
+
 def forward_inputs(model, head: str, gen: torch.Generator, every_modality: bool = False,
                    layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """Main input plus what an encoder-decoder's forward needs (decoder ids); with
@@ -350,6 +399,7 @@ def forward_inputs(model, head: str, gen: torch.Generator, every_modality: bool 
     if every_modality:
         inputs.update({k: v for k, v in modality_inputs(model, gen, layout).items()
                        if k not in inputs})
+        inputs = _image_placeholders(model, inputs)
     if "attention_mask" in inputs and not _named(model, "attention_mask"):
         del inputs["attention_mask"]
     if getattr(model.config, "is_encoder_decoder", False) and _named(model, "decoder_input_ids"):

@@ -105,10 +105,16 @@ def _shrink_list(key: str, value: list, layers_before: int | None, keep: list[in
         return [min(v, 1 << i) for i, v in enumerate(value)]
     if key in ("hidden_sizes", "embed_dims", "conv_dim", "channels", "dims", "block_out_channels",
                "embed_dim", "encoder_hidden_sizes", "neck_hidden_sizes"):
-        return [max(8, v // 16 // 8 * 8) if v > 128 else v for v in value]
+        return [_narrower(v) for v in value]
     if key == "mrope_section" or key == "mrope_sections":
         return _scaled_sections(value, HEAD_DIM // 2)
     return value
+
+
+def _narrower(width: int) -> int:
+    """A stage width of a staged tower, a sixteenth of it: the same width always maps to the same
+    one, so a stage's input channels still equal the previous stage's output channels."""
+    return max(8, width // 16 // 8 * 8) if width > 128 else width
 
 
 def _scaled_sections(sections: list[int], total: int) -> list[int]:
@@ -321,6 +327,8 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out[key] = shrink_dict(value, profile)
         elif value is None and key == "vocab_size":
             out[key] = VOCAB  # left unset by defaults whose checkpoints always set it (ESM)
+        elif value is None and _PLACEHOLDER_ID.search(key):
+            out[key] = PLACEHOLDER_ID  # unset by defaults, set by checkpoints (BLIP-2's images)
         elif isinstance(value, bool) or value is None:
             out[key] = value
         elif isinstance(value, int):
@@ -333,6 +341,9 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out[key] = min(value, 1.0)  # compound scaling (EfficientNet): the base network
         elif isinstance(value, list):
             out[key] = _shrink_list(key, value, layers_before, keep)
+            if profile.startswith("every width") and key.endswith("_channels") \
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in out[key]):
+                out[key] = [_narrower(v) for v in out[key]]  # per-stage widths (HGNetV2)
         else:
             out[key] = value
     if isinstance(out.get("depths"), list):  # stage counts, not depth: stay as the list says
@@ -352,8 +363,42 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
         if isinstance(key, str) and key.endswith("_layer_offset") and isinstance(out[key], int) \
                 and isinstance(out.get(key.replace("_offset", "_period")), int):
             out[key] %= out[key.replace("_offset", "_period")]
+    if layers_before:
+        _keep_an_attention_layer(out, layers_before)
     _remap_token_ids(out)
     return out
+
+
+_KINDS = re.compile(r"(^|_)(layer|block)_types$")
+_ATTENTION_INDICES = re.compile(r"(^|_)(attn|attention)_layer_indices$")
+
+
+# A modality's placeholder token id (image_token_index, video_token_id): the processor writes it
+# where the model puts the modality's features. Unset ones get an id inside the tiny vocabulary
+# that no other token uses (the top ids hold the remapped special tokens).
+_PLACEHOLDER_ID = re.compile(r"^(image|video|audio)_token_(id|index)$")
+PLACEHOLDER_ID = VOCAB // 2
+
+
+def _keep_an_attention_layer(out: dict, layers_before: int) -> None:
+    """A tiny hybrid keeps a layer with attention (a cache of only linear/recurrent layers has
+    no sequence length to give the mask): a repeating pattern of layer kinds shorter than the
+    layers (RecurrentGemma's block_types) keeps one layer of each kind in the kept layers;
+    attention layer indices left unset (Bamba: all Mamba) name the last kept layer; per-layer
+    kinds with linear attention only (GraniteMoeHybrid's defaults) end in a full attention
+    layer, the kind the same list names beside linear attention in other hybrids."""
+    for key, value in out.items():
+        if not isinstance(key, str):
+            continue
+        if _ATTENTION_INDICES.search(key) and value is None:
+            out[key] = [LAYERS - 1]
+        elif _KINDS.search(key) and isinstance(value, list) and value \
+                and all(isinstance(v, str) for v in value):
+            kinds = list(dict.fromkeys(value))
+            if len(value) < layers_before and len(value) > LAYERS and len(kinds) <= LAYERS:
+                out[key] = kinds  # the pattern repeats over the layers: each kind occurs
+            elif kinds == ["linear_attention"]:
+                out[key] = value[:-1] + ["full_attention"]
 
 
 def _remap_token_ids(d: dict[str, Any]) -> None:
