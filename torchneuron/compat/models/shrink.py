@@ -202,6 +202,16 @@ _HEAD_PARTS = ("qk_head_dim", "qk_rope_head_dim", "v_head_dim")
 _WIDTH_NAME = re.compile(r"_(dim|dims|size)$")
 
 
+_STAGE_WIDTHS = re.compile(r"(dim|dims|size|sizes|channels)(_per_stage)?$")
+
+
+def _grows_from(value, first: int) -> bool:
+    """A list of stage widths: starts at `first` and grows (Hiera's embed_dim_per_stage)."""
+    return isinstance(value, list) and len(value) > 1 \
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value) \
+        and value[0] == first and value[-1] > first and value == sorted(value)
+
+
 def _derive_head_sizes(d: dict, out: dict) -> None:
     """Sizes the full-size defaults derive from others are derived again from the shrunk ones:
     qk_head_dim is the sum of its rotary and non-rotary parts; head_dim is the part it equals
@@ -232,6 +242,10 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
                     and all(isinstance(v, int) and not isinstance(v, bool) for v in value) \
                     and sum(value) == d["hidden_size"] and sum(out[key]) != hidden:
                 out[key] = _scaled_sections(value, hidden)
+        for key, value in d.items():  # stage widths that start at hidden_size and grow from it
+            if _grows_from(value, d["hidden_size"]) and _STAGE_WIDTHS.search(key) \
+                    and out.get(key) == value and hidden != d["hidden_size"]:
+                out[key] = [v * hidden // d["hidden_size"] for v in value]
         for key, value in d.items():  # widths left at their default that equal hidden_size
             if isinstance(key, str) and _WIDTH_NAME.search(key) and value == d["hidden_size"] \
                     and isinstance(value, int) and not isinstance(value, bool) \
@@ -533,6 +547,73 @@ def _add_rotary_sections(config_class, d: dict) -> None:
     rope["mrope_section"] = _scaled_sections(list(MROPE_SPLIT), rotary // 2)
 
 
+def _pairs(full: dict, small: dict):
+    """(default, shrunk, small dict, key) for every list in a config and its sub-configs."""
+    for key, value in full.items():
+        if isinstance(value, dict) and isinstance(small.get(key), dict):
+            yield from _pairs(value, small[key])
+        elif isinstance(value, list):
+            yield value, small.get(key), small, key
+
+
+def _follow_stage_widths(full: dict, small: dict) -> None:
+    """Stage widths that shrank in one sub-config are shrunk alike where another part of the
+    config lists the same widths, in either order (SAM2's neck lists the backbone's stages
+    last first in backbone_channel_list)."""
+    widths = {}
+    for value, shrunk, _, _ in _pairs(full, small):
+        if _grows_from(value, value[0] if value else 0) and isinstance(shrunk, list) \
+                and len(shrunk) == len(value) and shrunk != value:
+            widths.update(zip(value, shrunk))
+    if not widths:
+        return
+    for value, shrunk, node, key in _pairs(full, small):
+        if value and shrunk == value and all(isinstance(v, int) and v in widths for v in value) \
+                and (_grows_from(value, value[0]) or _grows_from(value[::-1], value[-1])):
+            node[key] = [widths[v] for v in value]
+
+
+def _ints(full: dict, small: dict):
+    """(default, shrunk, small dict, key) for every integer in a config and its sub-configs."""
+    for key, value in full.items():
+        if isinstance(value, dict) and isinstance(small.get(key), dict):
+            yield from _ints(value, small[key])
+        elif isinstance(value, int) and not isinstance(value, bool) and isinstance(key, str):
+            yield value, small.get(key), small, key
+
+
+_OTHER_WIDTH = re.compile(r"hidden_(size|dim)$|_dim$")
+
+
+def _follow_other_parts_width(full: dict, small: dict) -> None:
+    """A width no rule shrank that equals another part's hidden_size in the defaults follows
+    that part where every part of that width shrank alike (SAM2's fpn_hidden_size feeds the
+    mask decoder, whose hidden_size is the same 256)."""
+    widths: dict[int, set] = {}
+    for value, shrunk, _, key in _ints(full, small):
+        if key == "hidden_size" and shrunk != value:
+            widths.setdefault(value, set()).add(shrunk)
+    for value, shrunk, node, key in _ints(full, small):
+        if key != "hidden_size" and _OTHER_WIDTH.search(key) and shrunk == value \
+                and len(widths.get(value, ())) == 1:
+            node[key] = next(iter(widths[value]))
+
+
+def _scale_feature_map_sizes(full: dict, small: dict) -> None:
+    """Feature map sizes listed per level as [height, width] (SAM2's backbone_feature_sizes,
+    a quarter, an eighth and a sixteenth of the image) shrink with the image."""
+    scales = {value // shrunk for value, shrunk, _, key in _ints(full, small)
+              if key == "image_size" and shrunk and value % shrunk == 0 and value != shrunk}
+    if len(scales) != 1:
+        return
+    scale = scales.pop()
+    for value, shrunk, node, key in _pairs(full, small):
+        if key.endswith("_sizes") and shrunk == value and value \
+                and all(isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x % scale == 0
+                                                                   for x in v) for v in value):
+            node[key] = [[x // scale for x in v] for v in value]
+
+
 def _messages(e: BaseException) -> str:
     """The message of an error and of every error it was raised from."""
     parts = []
@@ -550,6 +631,9 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
     config_class = CONFIG_MAPPING[model_type]
     full = config_class().to_dict()
     small = shrink_dict(full, profile)
+    _follow_stage_widths(full, small)
+    _follow_other_parts_width(full, small)
+    _scale_feature_map_sizes(full, small)
     _add_rotary_sections(config_class, small)
     small.pop("transformers_version", None)
     small.pop("model_type", None)
