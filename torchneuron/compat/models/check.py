@@ -19,7 +19,8 @@ import torch
 from ..judge import Mismatch, compare_leaves
 from ..random_draws import RandomDraws
 from .catalog import Architecture
-from .inputs import AUDIO_INPUTS, LAYOUTS, forward_inputs, labels, main_input
+from .inputs import (AUDIO_INPUTS, LAYOUTS, forward_inputs, labels, main_input,
+                     names_no_image_size, processor_image_size)
 
 MAX_PARAMETERS = 40_000_000  # above this a shrink rule missed a size; fixed-size parts (SAM2's Hiera) stay below
 NEW_TOKENS = 8
@@ -223,6 +224,9 @@ def _layouts(model, arch: Architecture) -> tuple[str, ...]:
         layouts.append("audio transposed")
     if "input_ids" in inputs and isinstance(getattr(model.config, "num_codebooks", None), int):
         layouts.append("ids per codebook")
+    if "pixel_values" in inputs and names_no_image_size(model.config) \
+            and processor_image_size(model.config.model_type):
+        layouts.append("processor image size")
     return tuple(layouts)
 
 

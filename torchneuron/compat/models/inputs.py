@@ -4,6 +4,7 @@ made on the CPU from a fixed seed; the neuron run gets copies."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import torch
@@ -56,8 +57,15 @@ def token_ids(config, shape, gen: torch.Generator) -> torch.Tensor:
     return allowed[torch.randint(len(allowed), shape, generator=gen)]
 
 
+IMAGE_SIZE_KEYS = ("image_size", "input_size", "img_size")
+
+
+def names_no_image_size(config) -> bool:
+    return _sub(config, *IMAGE_SIZE_KEYS) is None
+
+
 def _image_size(config) -> tuple[int, int]:
-    size = _sub(config, "image_size", "input_size", "img_size")
+    size = _sub(config, *IMAGE_SIZE_KEYS)
     if isinstance(size, int):
         return size, size
     if isinstance(size, (list, tuple)) and len(size) >= 2:
@@ -151,7 +159,7 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
 # (batch, frames, width) or (batch, width, frames). Token ids over audio codebooks come
 # flattened per codebook. The battery tries the layouts in order (check.build_tiny records
 # which ran).
-LAYOUTS = ("as documented", "audio transposed", "ids per codebook")
+LAYOUTS = ("as documented", "audio transposed", "ids per codebook", "processor image size")
 AUDIO_INPUTS = ("input_values", "input_features", "latents")
 
 
@@ -189,11 +197,68 @@ def main_input(model, gen: torch.Generator, name: str | None = None,
     """The model's main input (and attention mask) from its config, or the input `name`, in
     one of LAYOUTS."""
     inputs = _main_input(model, gen, name)
+    if layout == "processor image size":
+        return _at_processor_size(model, inputs, gen)
     if layout == "audio transposed":
         return _audio_transposed(inputs)
     if layout == "ids per codebook":
         return _ids_per_codebook(model, inputs, gen)
     return inputs
+
+
+def _at_processor_size(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
+    """Images at the size the model's image processor resizes to, for models whose config
+    names no image size (a text-line recognizer takes 48 x 320, not a small square)."""
+    size = processor_image_size(model.config.model_type)
+    x = inputs.get("pixel_values")
+    if size is None or x is None or x.dim() < 4:
+        return inputs
+    return {**inputs, "pixel_values": torch.randn(*x.shape[:-2], *size, generator=gen)}
+
+
+@functools.lru_cache(maxsize=None)
+def processor_image_size(model_type: str) -> tuple[int, int] | None:
+    """(height, width) from the class defaults of the model type's image processor (`size`, or
+    `crop_size` where it crops), read from its source: most processors here need torchvision,
+    which cannot be imported (PyPI's build is CUDA's), but their defaults are plain literals."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    names = IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}
+    names = set(names.values()) if isinstance(names, dict) else {n for n in names if n}
+    for name in names:
+        attrs = _processor_class_defaults(name)
+        size = attrs.get("crop_size") if attrs.get("do_center_crop") else attrs.get("size")
+        if isinstance(size, dict) and isinstance(size.get("height"), int) \
+                and isinstance(size.get("width"), int):
+            return size["height"], size["width"]
+    return None
+
+
+def _processor_class_defaults(class_name: str) -> dict:
+    import ast
+    import glob
+    import os
+
+    import transformers
+
+    pattern = os.path.join(os.path.dirname(transformers.__file__), "models", "*", "image_processing_*.py")
+    for path in glob.glob(pattern):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if f"class {class_name}(" not in text:
+            continue
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ClassDef) and node.name == class_name:
+                attrs = {}
+                for st in node.body:
+                    if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                            and isinstance(st.targets[0], ast.Name):
+                        try:
+                            attrs[st.targets[0].id] = ast.literal_eval(st.value)
+                        except ValueError:
+                            pass  # not a literal: not a default we can read
+                return attrs
+    return {}
 
 
 def _ids_per_codebook(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
