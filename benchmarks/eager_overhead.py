@@ -60,6 +60,23 @@ def small_op_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
     }
 
 
+def demo_gpt_step(device: str) -> Callable[[], None]:
+    """The demo GPT's training step on a batch of 16 sequences of 64 tokens (also timed by
+    benchmarks/adaptive_eager.py, in each eager mode)."""
+    from demo.gpt import GPT
+
+    gpt = GPT(vocab=64, block=64).to(device)
+    gpt_opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3)
+    idx = torch.randint(0, 64, (16, 64), device=device)
+
+    def gpt_step():
+        gpt_opt.zero_grad(set_to_none=True)
+        gpt(idx, idx)[1].backward()
+        gpt_opt.step()
+
+    return gpt_step
+
+
 def model_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(),
@@ -72,16 +89,7 @@ def model_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
         mlp(x).square().mean().backward()
         opt.step()
 
-    from demo.gpt import GPT
-
-    gpt = GPT(vocab=64, block=64).to(device)
-    gpt_opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3)
-    idx = torch.randint(0, 64, (16, 64), device=device)
-
-    def gpt_step():
-        gpt_opt.zero_grad(set_to_none=True)
-        gpt(idx, idx)[1].backward()
-        gpt_opt.step()
+    gpt_step = demo_gpt_step(device)
 
     sizes = [(int(s) * 64) for s in torch.randint(1, 4096, (64,), generator=torch.Generator().manual_seed(0))]
 
