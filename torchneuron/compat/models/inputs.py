@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 
 import torch
 
@@ -366,6 +367,9 @@ def _feature_width(config, name: str):
     return None
 
 
+FEATURE_MASKS = ("input_features_mask", "feature_attention_mask")
+
+
 def _all_frames_valid(config, features: torch.Tensor) -> torch.Tensor:
     """input_features_mask, documented as (batch, frames), 1 for valid mel frames: all valid.
     The frames are the axis that is not the config's feature size."""
@@ -396,15 +400,72 @@ def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> di
     for name in inspect.signature(model.forward).parameters:
         if name not in inputs and isinstance(_feature_width(model.config, name), int):
             inputs.update(main_input(model, gen, name, layout))
-    if "input_features" in inputs and "input_features_mask" in _required(model):
-        inputs["input_features_mask"] = _all_frames_valid(model.config, inputs["input_features"])
+    if "input_features" in inputs:  # a mask of valid frames, which forward may read unchecked
+        for name in FEATURE_MASKS:
+            if _named(model, name):
+                inputs[name] = _all_frames_valid(model.config, inputs["input_features"])
     for name in _required(model):
         if name not in inputs:
             try:
                 inputs.update(main_input(model, gen, name, layout))
             except NoInputRecipe:
-                pass  # forward then names what it misses, which the report keeps as the cause
+                documented = documented_input(model, name, inputs, gen)
+                if documented is not None:  # else forward names what it misses (the cause)
+                    inputs[name] = documented
     return inputs
+
+
+# A documented argument: "past_values_padding (`torch.LongTensor` of shape `(batch_size,
+# sequence_length)`):" in forward's docstring (transformers writes one for every model).
+_DOCUMENTED = r"^\s*{name} \(`(?P<type>[^`]*)` of shape `\((?P<shape>[^)]*)\)`"
+_BATCH_DIMS = {"batch_size", "num_images", "num_images_or_videos", "batch"}
+
+
+def _documented_shape(model, name: str) -> tuple[str, list[str]] | None:
+    match = re.search(_DOCUMENTED.format(name=re.escape(name)), model.forward.__doc__ or "", re.M)
+    if not match:
+        return None
+    return match["type"], [d.strip() for d in match["shape"].split(",") if d.strip()]
+
+
+def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
+                     gen: torch.Generator) -> torch.Tensor | None:
+    """A required input built from its documented type and shape, the sizes named in the
+    shape read off the inputs already made (their own documented shapes say which axis is
+    `sequence_length`, `num_channels`, `height`): a padding indicator is all zeros (nothing
+    padded), an integer or boolean mask all ones (everything valid), other integers zeros
+    (the first index), floats random. None where a size cannot be told."""
+    documented = _documented_shape(model, name)
+    if documented is None:
+        return None
+    kind, dims = documented
+    sizes: dict[str, int] = {}
+    for other, value in inputs.items():
+        known = _documented_shape(model, other)
+        if known and len(known[1]) == value.dim():
+            sizes.update({d: n for d, n in zip(known[1], value.shape) if d.isidentifier()})
+        if other == "pixel_values" and value.dim() >= 4:
+            sizes.setdefault("height", value.shape[-2])
+            sizes.setdefault("width", value.shape[-1])
+    shape = []
+    for dim in dims:
+        if dim.isdigit():
+            shape.append(int(dim))
+        elif dim in _BATCH_DIMS:
+            shape.append(BATCH)
+        elif dim in sizes:
+            shape.append(int(sizes[dim]))
+        elif dim == "sequence_length":  # a sequence of its own: the config's length for it
+            prefix = re.sub(r"_(inputs|ids|values)$", "", name)  # (OneFormer's task_seq_len)
+            length = _sub(model.config, f"{prefix}_seq_len", f"{prefix}_sequence_length")
+            shape.append(length if isinstance(length, int) else SEQ)
+        else:
+            return None
+    if "Long" in kind or "Bool" in kind:
+        dtype = torch.bool if "Bool" in kind else torch.long
+        fill = 0 if "padding" in name else 1 if "mask" in name else 0
+        return torch.full(shape, fill, dtype=dtype)
+    return torch.randn(*shape, generator=gen)
 
 
 def _image_feature_count(model, inputs: dict[str, torch.Tensor]) -> int | None:

@@ -365,8 +365,12 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out["num_layers"] = len(out["depths"])
         if d.get("num_hidden_layers") == len(d["depths"]):
             out["num_hidden_layers"] = len(out["depths"])
-    for key in ("out_features", "out_indices", "stage_names"):
-        out.pop(key, None)  # backbone outputs name stages; let the config derive them again
+    if not isinstance(out.get("depths"), list):
+        # Backbone outputs name layers that shrinking removed; the config derives them again.
+        # A staged backbone keeps its stages (depths keeps its length), and so its outputs:
+        # necks and pixel decoders read every level it names (Mask2Former's four).
+        for key in ("out_features", "out_indices", "stage_names"):
+            out.pop(key, None)
     _derive_head_sizes(d, out)
     _derive_ssm_heads(d, out)
     if layers_before:
