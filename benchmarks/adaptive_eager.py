@@ -69,7 +69,8 @@ class Sizes:
 
 
 # The decoder block's shapes put about three quarters of its CPU time into matmuls and attention
-# (issue 27's premise; --profile measures it) while a step stays short on a 2-core machine.
+# (the premise of the fused mode's target; --profile measures it) while a step stays short on a
+# 2-core machine.
 DEFAULT_SIZES = Sizes(chain_elements=1 << 20, batch=1, seq=256, dim=512, heads=8, ffn=1376)
 TINY_SIZES = Sizes(chain_elements=4096, batch=1, seq=16, dim=32, heads=2, ffn=64, tiny=True)
 
@@ -78,7 +79,7 @@ TINY_SIZES = Sizes(chain_elements=4096, batch=1, seq=16, dim=32, heads=2, ffn=64
 class Case:
     fn: Callable[[], object]
     number: int  # calls per timed batch
-    target: float  # the CPU/neuron ratio issue 27 asks of the fused mode
+    target: float  # the CPU/neuron ratio asked of the fused mode (issue 27)
 
 
 # --- the cases ------------------------------------------------------------------------------
@@ -295,7 +296,6 @@ def serve(side: str, threads: int, sizes: Sizes) -> None:
             raise SystemExit(f"worker for mode {side!r} runs in mode {actual!r}")
     cases = build_cases(device, sizes)
     reply({"targets": {name: case.target for name, case in cases.items()}})
-    faults = 0
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "time":
@@ -303,8 +303,8 @@ def serve(side: str, threads: int, sizes: Sizes) -> None:
             case.fn()  # warm-up (first-call work, a heap growing to its working size)
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             seconds = seconds_per_call(case.fn, case.number, finish=finish)
-            faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-            reply({"seconds": seconds})
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+            reply({"seconds": seconds, "page_faults": faults})
         elif request["op"] == "check":
             cases.clear()  # fresh copies: a fused mode's compiled chains are hot by now
             fresh = build_cases(device, sizes)
@@ -314,7 +314,7 @@ def serve(side: str, threads: int, sizes: Sizes) -> None:
                     returned = case.fn()
                 results[name] = observable(case.fn, returned)
             torch.save(results, request["path"])
-            reply({"page_faults": faults})
+            reply({})
         elif request["op"] == "profile":
             reply(profile_decoder(device, sizes, finish))
         elif request["op"] == "quit":
@@ -388,19 +388,22 @@ def measure(args: argparse.Namespace) -> tuple[list[Row], dict[str, int]]:
     workers, targets = start_workers(args)
     try:
         rows = []
+        faults = {side: 0 for side in workers}  # after the first round: the steady state's
         for name in targets:
             seconds: dict[str, list[float]] = {side: [] for side in workers}
-            for _ in range(args.repeats):
+            for round_ in range(args.repeats):
                 for side, worker in workers.items():
-                    seconds[side].append(worker.ask(op="time", case=name)["seconds"])
+                    timed = worker.ask(op="time", case=name)
+                    seconds[side].append(timed["seconds"])
+                    faults[side] += timed["page_faults"] if round_ > 0 else 0
             rows.append(Row(name, targets[name], seconds, {}))
-        faults = {}
         with tempfile.TemporaryDirectory() as tmp:
             results = {}
             for side, worker in workers.items():
-                path = os.path.join(tmp, f"{side}.pt")
-                faults[side] = worker.ask(op="check", path=path)["page_faults"]
-                results[side] = torch.load(path, weights_only=True)
+                if side != "cpu":
+                    path = os.path.join(tmp, f"{side}.pt")
+                    worker.ask(op="check", path=path)
+                    results[side] = torch.load(path, weights_only=True)
         for row in rows:
             row.agreement = {side: agreement(results["sync"][row.case], results[side][row.case])
                              for side in workers if side not in ("cpu", "sync")}
@@ -454,14 +457,16 @@ def render(header: list[str], body: list[list[str]], markdown: bool) -> str:
                      for r in [header, *body])
 
 
-def report(rows: list[Row], faults: dict[str, int], args: argparse.Namespace) -> None:
+def report(rows: list[Row], faults: dict[str, int], args: argparse.Namespace,
+           load_before: float) -> None:
     print(f"torch {torch.__version__}, {args.threads} intra-op threads on every side, "
           f"median (min-max) of {args.repeats} interleaved rounds; time per call; "
-          f"load average {os.getloadavg()[0]:.2f} at the end.\n")
+          f"load average {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end.\n")
     print(render(*table(rows), args.markdown))
-    print("\n* below issue 27's target for the fused mode (CPU/neuron; small cases: neuron at "
-          "most 1.2x CPU time).")
-    print("Minor page faults while timing (the CPU keeps freed memory): "
+    print("\n* below the fused mode's target (CPU/neuron; small cases: neuron at most 1.2x the "
+          "CPU's time).")
+    print("Minor page faults in the timed calls after the first round (the CPU keeps freed "
+          "memory): "
           + ", ".join(f"{side} {n}" for side, n in faults.items()) + ".")
     for row in rows:
         for mode, (verdict, why) in row.agreement.items():
@@ -546,7 +551,8 @@ def main() -> None:
     elif args.profile:
         profile_report(args)
     else:
-        report(*measure(args), args)
+        load_before = os.getloadavg()[0]
+        report(*measure(args), args, load_before)
 
 
 if __name__ == "__main__":
