@@ -45,3 +45,19 @@ def test_tiny_sam2_vision_model_runs_forward_on_the_cpu():
     with torch.no_grad():
         out = model(pixel_values=torch.randn(1, 3, 32, 32))
     assert all(torch.isfinite(t).all() for t in out.fpn_hidden_states)
+
+
+def test_a_repeated_width_follows_the_width_it_repeats():
+    d = {"encoder_hidden_dim": 256, "d_model": 256, "decoder_in_channels": [256, 256, 256]}
+    assert shrink_dict(d, "every width")["decoder_in_channels"] == [64, 64, 64]
+    # the first profile keeps the encoder's width, and the levels keep it too
+    assert shrink_dict(d)["decoder_in_channels"] == [256, 256, 256]
+
+
+def test_tiny_rt_detr_detects_with_every_backbone_level_on_the_cpu():
+    from transformers import RTDetrModel
+
+    model = RTDetrModel(tiny_config("rt_detr")).eval()
+    with torch.no_grad():
+        out = model(pixel_values=torch.randn(1, 3, 32, 32))
+    assert torch.isfinite(out.last_hidden_state).all()

@@ -34,7 +34,7 @@ _HIDDEN_KEYS = {
 # arrays, expert widths, and group counts that must divide a width that shrank.
 _EXTRA_WIDTH_KEYS = {"out_hidden_size", "d_latents", "image_token_embed_dim", "text_hidden_size",
                      "expert_ffn_hidden_size", "classifier_proj_size", "quantization_dim",
-                     "xvector_output_dim"}
+                     "xvector_output_dim", "encoder_hidden_dim"}
 # The first width of a convolutional tower whose stages multiply it (VQ-GAN, codec encoders).
 _BASE_WIDTH_KEYS = {"base_channels", "num_filters", "n_filters"}
 _GROUPS = re.compile(r"_groups$")
@@ -202,6 +202,7 @@ _HEAD_PARTS = ("qk_head_dim", "qk_rope_head_dim", "v_head_dim")
 _WIDTH_NAME = re.compile(r"_(dim|dims|size)$")
 
 
+_OTHER_WIDTH = re.compile(r"hidden_(size|dim)$|_dim$|^d_model$")
 _STAGE_WIDTHS = re.compile(r"(dim|dims|size|sizes|channels)(_per_stage)?$")
 
 
@@ -257,6 +258,21 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
     topk = next((k for k in _TOPK_KEYS if k in d and d[k] is None), None)
     if topk and any(isinstance(out.get(k), int) for k in _EXPERT_KEYS):
         out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
+
+
+def _follow_repeated_width(d: dict, out: dict) -> None:
+    """A list that repeats one width ([256, 256, 256]: a width per feature level) follows the
+    widths of that default value, where every such width shrank to the same one (D-FINE's
+    decoder_in_channels are the encoder's width, which equals d_model)."""
+    for key, value in d.items():
+        if not (isinstance(key, str) and isinstance(value, list) and len(value) > 1
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                and len(set(value)) == 1):
+            continue
+        shrunk = {out[k] for k, v in d.items() if isinstance(k, str) and k != key and v == value[0]
+                  and not isinstance(v, bool) and _OTHER_WIDTH.search(k) and isinstance(out.get(k), int)}
+        if len(shrunk) == 1:
+            out[key] = [shrunk.pop()] * len(value)
 
 
 def _derive_per_layer(d: dict, out: dict, keep: list[int]) -> None:
@@ -372,6 +388,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
         for key in ("out_features", "out_indices", "stage_names"):
             out.pop(key, None)
     _derive_head_sizes(d, out)
+    _follow_repeated_width(d, out)
     _derive_ssm_heads(d, out)
     if layers_before:
         _derive_per_layer(d, out, keep)
@@ -584,9 +601,6 @@ def _ints(full: dict, small: dict):
             yield from _ints(value, small[key])
         elif isinstance(value, int) and not isinstance(value, bool) and isinstance(key, str):
             yield value, small.get(key), small, key
-
-
-_OTHER_WIDTH = re.compile(r"hidden_(size|dim)$|_dim$")
 
 
 def _follow_other_parts_width(full: dict, small: dict) -> None:
