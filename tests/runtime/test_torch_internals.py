@@ -26,8 +26,9 @@ CSRC = REPO / "csrc"
 REVIEWED_EXCEPTIONS = {
     "torchneuron/runtime/torch_internals.py": "the list itself: its checks name the internals "
                                               "they check",
-    "torchneuron/serving/greedy.py": "torch.ops._C there is vLLM's op namespace (vllm._C, the "
-                                     "kernel vLLM CPU's sampler calls), not a PyTorch internal",
+    "torchneuron/serving/vllm_kernels.py": "torch.ops._C there is vLLM's op namespace (vllm._C, "
+                                           "the CPU kernels the plugin calls), not a PyTorch "
+                                           "internal",
 }
 
 

@@ -1,7 +1,8 @@
 """Runs the serving tests' prompts through one vLLM engine in a process of its own and prints
-JSON: the prompts' token ids, the greedy tokens, the seeded samples, and for every worker its
-rank, device, the backend of its tensor-parallel device group and where its weights and KV
-cache live. The platform is vLLM's choice (`VLLM_TARGET_DEVICE=cpu` gives its CPU platform).
+JSON: the prompts' token ids, the greedy tokens and their log-probabilities, the seeded
+samples, and for every worker its rank, device, the backend of its tensor-parallel device group
+and where its weights and KV cache live. The platform is vLLM's choice
+(`VLLM_TARGET_DEVICE=cpu` gives its CPU platform).
 
     python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N] [--compile]
 """
@@ -37,6 +38,12 @@ def worker_placement(worker) -> dict:
     }
 
 
+def chosen_logprobs(completion) -> list[float]:
+    """The log-probability of each token greedy decoding chose (vLLM's raw logprobs, from the
+    float32 logits)."""
+    return [step[token].logprob for token, step in zip(completion.token_ids, completion.logprobs)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -52,14 +59,16 @@ def main() -> None:
     llm = LLM(model=args.model, dtype="float32", max_model_len=MAX_MODEL_LEN, seed=0,
               enforce_eager=not args.compile, kv_cache_memory_bytes=32 << 20, max_num_seqs=16,
               tensor_parallel_size=args.tensor_parallel_size)
+    # With each chosen token's log-probability: the logits, compared across platforms.
     greedy = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
-                                                  ignore_eos=True), use_tqdm=False)
+                                                  ignore_eos=True, logprobs=0), use_tqdm=False)
     seeded = llm.generate(PROMPTS, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True,
                                                   **SEEDED), use_tqdm=False)
     print("RESULT " + json.dumps({
         "platform": current_platform.device_type,
         "prompt_ids": [list(o.prompt_token_ids) for o in greedy],
         "greedy": [list(o.outputs[0].token_ids) for o in greedy],
+        "greedy_logprobs": [chosen_logprobs(o.outputs[0]) for o in greedy],
         "seeded": [list(o.outputs[0].token_ids) for o in seeded],
         "workers": llm.collective_rpc(worker_placement),
     }))

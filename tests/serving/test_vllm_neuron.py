@@ -61,6 +61,39 @@ def test_greedy_batch_matches_hf_on_cpu_and_vllm_cpu(llm, vllm_cpu, tokenizer, h
     assert vllm_cpu["platform"] == "cpu" and vllm_cpu["workers"][0]["kv_cache"] == ["cpu"]
 
 
+def test_logits_match_vllm_cpu_and_every_linear_layer_runs_packed(llm, vllm_cpu):
+    # Every linear layer (the LM head's too) runs vLLM CPU's oneDNN matmul on a packed copy of
+    # its neuron weight (torchneuron/serving/packed_linear.py), so the logits are vLLM CPU's:
+    # the chosen tokens' log-probabilities agree to float32 rounding.
+    import torch
+    from vllm import SamplingParams
+
+    def linear_layers(worker):
+        from vllm.model_executor.layers.linear import LinearBase
+        from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+        from torchneuron.serving.packed_linear import ATTRIBUTE
+        layers = [m for m in worker.model_runner.model.modules()
+                  if isinstance(m, (LinearBase, ParallelLMHead))]
+        return {"layers": len(layers),
+                "packed": sum(getattr(m.__dict__.get(ATTRIBUTE), "handler", None) is not None
+                              for m in layers),
+                "weights": sorted({str(m.weight.device) for m in layers})}
+
+    outs = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
+                                                ignore_eos=True, logprobs=0), use_tqdm=False)
+    for out, cpu_tokens, cpu_logprobs in zip(outs, vllm_cpu["greedy"],
+                                             vllm_cpu["greedy_logprobs"]):
+        completion = out.outputs[0]
+        assert list(completion.token_ids) == cpu_tokens
+        logprobs = [step[token].logprob
+                    for token, step in zip(completion.token_ids, completion.logprobs)]
+        torch.testing.assert_close(torch.tensor(logprobs), torch.tensor(cpu_logprobs))
+    (placement,) = llm.collective_rpc(linear_layers)
+    # Two layers of qkv, o, gate_up and down projections, and the LM head.
+    assert placement == {"layers": 9, "packed": 9, "weights": ["neuron:0"]}
+
+
 def test_seeded_sampling_is_reproducible_and_stays_in_the_cpus_nucleus(llm, model_dir):
     import torch
     from transformers import AutoModelForCausalLM

@@ -450,6 +450,16 @@ def _fake_conv_rules_are_in_the_table() -> None:
             raise Mismatch(f"fake_impls.op_implementations_dict has no rule for {op}")
 
 
+def _version_counts_inplace_writes() -> None:
+    weight = torch.zeros(2)
+    before = weight._version
+    weight.add_(1)
+    with torch.inference_mode():
+        weight.mul_(2)  # a normal tensor written in inference mode still counts
+    if weight._version != before + 2:
+        raise Mismatch(f"two in-place writes moved _version from {before} to {weight._version}")
+
+
 def _tensor_base_of_a_view() -> None:
     base = torch.ones(3)
     if base[1:]._base is not base:
@@ -691,6 +701,13 @@ ENTRIES: tuple[Internal, ...] = (
         "neuron (the platform pins no memory)",
         _all(defines("torch.accelerator.memory", "empty_host_cache", params=()),
              exists("torch.accelerator.empty_host_cache"))),
+
+    Internal(
+        "torch.Tensor._version", "relied on", ("torchneuron/serving/packed_linear.py",),
+        "a linear weight's oneDNN-packed copy is made again when the weight was written in "
+        "place, which only its version counter tells (every in-place op moves it, in "
+        "inference mode too)",
+        _version_counts_inplace_writes),
 
     # ---- device
     Internal(

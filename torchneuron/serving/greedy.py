@@ -13,13 +13,15 @@ from __future__ import annotations
 import torch
 from vllm.v1.sample.sampler import Sampler
 
+from .vllm_kernels import greedy_argmax
+
 _vllm_greedy_sample = Sampler.greedy_sample
 
 
 def _greedy_sample(logits: torch.Tensor) -> torch.Tensor:
     # The kernel takes float32 only; vLLM's sampler casts the logits to float32 before this.
     if logits.device.type == "neuron" and logits.dtype == torch.float32:
-        return torch.ops._C.greedy_argmax(logits)
+        return greedy_argmax(logits)
     return _vllm_greedy_sample(logits)
 
 

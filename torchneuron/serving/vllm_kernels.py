@@ -1,0 +1,14 @@
+"""vLLM CPU's kernels that the plugin calls itself on neuron tensors, in one place. vLLM's
+compiled extension (`vllm._C`, loaded with `vllm._custom_ops`) registers them in the op
+namespace `torch.ops._C`, which is vLLM's, not a PyTorch internal; torchneuron's boxed fallback
+runs them on CPU aliases of the neuron tensors."""
+
+from __future__ import annotations
+
+import torch
+import vllm._custom_ops  # noqa: F401  (loads vllm._C, which registers the kernels)
+
+# The greedy token of each row of float32 logits (vLLM CPU's sampler).
+greedy_argmax = torch.ops._C.greedy_argmax
+# out = x @ packed weight (+ bias), on a weight oneDNN packed once (vLLM CPU's linear layers).
+onednn_mm = torch.ops._C.onednn_mm
