@@ -31,7 +31,7 @@ def _sub(config, *names):
                            ("vision_config", "audio_config", "encoder_config", "text_config",
                             "encoder", "decoder", "decoder_config", "language_config",
                             "llm_config", "thinker_config", "text_encoder",
-                            "backbone_config"))):
+                            "backbone_config", "model_config"))):
         if part is None:
             continue
         for name in names:
@@ -41,11 +41,24 @@ def _sub(config, *names):
     return None
 
 
+BYTE_VALUES = 256
+
+
 def vocab_size(config) -> int:
+    """The config's vocabulary; a config that names none anywhere embeds characters (CANINE
+    hashes Unicode code points), whose inputs are given as byte values."""
     v = _sub(config, "vocab_size")
-    if not isinstance(v, int):
-        raise NoInputRecipe("config has no vocab_size for input_ids")
-    return v
+    if isinstance(v, int):
+        return v
+    if not _names_a_vocabulary(config.to_dict()):
+        return BYTE_VALUES
+    raise NoInputRecipe("config has no vocab_size for input_ids")
+
+
+def _names_a_vocabulary(d: dict) -> bool:
+    # token type ids (type_vocab_size) are not a vocabulary of tokens
+    return any(isinstance(k, str) and "vocab" in k and k != "type_vocab_size"
+               or isinstance(v, dict) and _names_a_vocabulary(v) for k, v in d.items())
 
 
 def token_ids(config, shape, gen: torch.Generator) -> torch.Tensor:

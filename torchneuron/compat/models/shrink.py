@@ -275,6 +275,18 @@ def _follow_repeated_width(d: dict, out: dict) -> None:
             out[key] = [shrunk.pop()] * len(value)
 
 
+def _follow_width_coefficient(d: dict, out: dict) -> None:
+    """Compound scaling (EfficientNet) makes the top width the base network's times the width
+    coefficient (hidden_dim = 1280 x 2.0): where the coefficient shrank to the base network's,
+    that width follows it instead of the width rule, so the top convolution and its norm agree."""
+    old, new = d.get("width_coefficient"), out.get("width_coefficient")
+    if not (isinstance(old, float) and isinstance(new, float) and old != new and old > 0):
+        return
+    width = d.get("hidden_dim")
+    if isinstance(width, int) and not isinstance(width, bool) and (width / old).is_integer():
+        out["hidden_dim"] = int(width / old * new)
+
+
 def _derive_per_layer(d: dict, out: dict, keep: list[int]) -> None:
     """A layer's own settings (per_layer_config) override the model's: its derived sizes are
     derived from the merged view, and where they differ from the model's the layer gets its own
@@ -389,6 +401,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out.pop(key, None)
     _derive_head_sizes(d, out)
     _follow_repeated_width(d, out)
+    _follow_width_coefficient(d, out)
     _derive_ssm_heads(d, out)
     if layers_before:
         _derive_per_layer(d, out, keep)
