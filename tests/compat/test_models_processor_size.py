@@ -30,3 +30,14 @@ def test_a_text_line_recognizer_runs_at_its_processor_size_and_not_at_a_small_sq
         with pytest.raises(RuntimeError, match="too small"):
             model(**main_input(model, gen))
     assert torch.isfinite(out.last_hidden_state).all()
+
+
+def test_processor_sizes_past_the_cap_are_not_tried():
+    from transformers import PPOCRV6SmallDetModel
+
+    from torchneuron.compat.models.catalog import by_type
+    from torchneuron.compat.models.check import MAX_PROCESSOR_SIDE, _layouts
+
+    assert max(processor_image_size("pp_ocrv6_small_det")) > MAX_PROCESSOR_SIDE
+    model = PPOCRV6SmallDetModel(tiny_config("pp_ocrv6_small_det"))
+    assert "processor image size" not in _layouts(model, by_type("pp_ocrv6_small_det"))

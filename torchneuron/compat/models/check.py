@@ -23,6 +23,9 @@ from .inputs import (AUDIO_INPUTS, LAYOUTS, forward_inputs, labels, main_input,
                      names_no_image_size, processor_image_size)
 
 MAX_PARAMETERS = 40_000_000  # above this a shrink rule missed a size; fixed-size parts (SAM2's Hiera) stay below
+# Larger processor sizes (960 x 960 detectors, 1536 x 1536 depth models) make the CPU probe of
+# every shrink profile outlast the per-architecture time limit: such models stay untried.
+MAX_PROCESSOR_SIDE = 512
 NEW_TOKENS = 8
 SEED = 0
 
@@ -224,8 +227,9 @@ def _layouts(model, arch: Architecture) -> tuple[str, ...]:
         layouts.append("audio transposed")
     if "input_ids" in inputs and isinstance(getattr(model.config, "num_codebooks", None), int):
         layouts.append("ids per codebook")
-    if "pixel_values" in inputs and names_no_image_size(model.config) \
-            and processor_image_size(model.config.model_type):
+    size = processor_image_size(model.config.model_type)
+    if "pixel_values" in inputs and names_no_image_size(model.config) and size \
+            and max(size) <= MAX_PROCESSOR_SIDE:
         layouts.append("processor image size")
     return tuple(layouts)
 
