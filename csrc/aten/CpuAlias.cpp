@@ -75,6 +75,11 @@ at::Tensor cpu_alias_keeping_storage(const at::Tensor& neuron) {
 
 at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
   if (!neuron.defined()) return neuron;
+  // A native kernel hands every tensor argument here: one from another device (a CPU weight
+  // beside a neuron input) is refused as CUDA's kernels refuse it, never read as neuron memory.
+  TORCH_CHECK(neuron.device().type() == c10::DeviceType::PrivateUse1,
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              c10::Device(c10::DeviceType::PrivateUse1, device_), " and ", neuron.device(), "!");
   if (is_sparse_layout(neuron)) {
     for (const auto& p : sparse_) {
       if (p.neuron.unsafeGetTensorImpl() == neuron.unsafeGetTensorImpl()) return p.cpu;
