@@ -79,7 +79,7 @@ at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
   // beside a neuron input) is refused as CUDA's kernels refuse it, never read as neuron memory.
   TORCH_CHECK(neuron.device().type() == c10::DeviceType::PrivateUse1,
               "Expected all tensors to be on the same device, but found at least two devices, ",
-              c10::Device(c10::DeviceType::PrivateUse1, device_), " and ", neuron.device(), "!");
+              neuron_device(device_), " and ", neuron.device(), "!");
   if (is_sparse_layout(neuron)) {
     for (const auto& p : sparse_) {
       if (p.neuron.unsafeGetTensorImpl() == neuron.unsafeGetTensorImpl()) return p.cpu;

@@ -3,16 +3,17 @@
 vLLM CPU's runner is the GPU runner with every device buffer replaced by its host half. This one
 keeps the GPU runner's split instead: host buffers are staged and copied to the device each
 step, as on CUDA, so the model, the attention metadata and the sampler all see neuron tensors.
-What it keeps from the CPU runner: no CUDA graphs, no side streams, the CPU's model loading, warm-up and cache-block zeroing, and vLLM CPU's kernels
-where vLLM picks them by platform (custom_ops.py, greedy.py, packed_linear.py).
+What it keeps from the CPU runner: no CUDA graphs, no side streams, the CPU's model loading,
+warm-up and cache-block zeroing, and vLLM CPU's kernels where vLLM picks them by platform
+(custom_ops.py, greedy.py, packed_linear.py).
 """
 
 from __future__ import annotations
 
-import torch
-from vllm.config import VllmConfig
 from contextlib import contextmanager
 
+import torch
+from vllm.config import VllmConfig
 from vllm.v1.worker.cpu_model_runner import CPUModelRunner
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
