@@ -19,7 +19,7 @@ import torch
 from ..judge import Mismatch, compare_leaves
 from ..random_draws import RandomDraws
 from .catalog import Architecture
-from .inputs import (AUDIO_INPUTS, LAYOUTS, forward_inputs, labels, main_input,
+from .inputs import (AUDIO_INPUTS, INPUT_SETS, LAYOUTS, forward_inputs, labels, main_input,
                      names_no_image_size, processor_image_size)
 
 MAX_PARAMETERS = 40_000_000  # above this a shrink rule missed a size; fixed-size parts (SAM2's Hiera) stay below
@@ -179,15 +179,22 @@ def _config_for(cls, config):
 
 def _meta_parameters(cls, config) -> int:
     """The model's parameter count, built on the meta device; a length the model requires and
-    the config leaves unset (shrink.give_required_length) is given first."""
+    the config leaves unset (shrink.give_required_length), and a setting the model reads that
+    its config class lacks (missing_settings.py), are given first."""
+    from .missing_settings import MAX_REPAIRS, give_missing_setting
     from .shrink import give_required_length
 
+    repairs = 0
     while True:
         try:
             with torch.device("meta"):
                 return sum(p.numel() for p in cls(config).parameters())
         except ValueError as e:
             if not give_required_length(config, e):
+                raise
+        except AttributeError as e:
+            repairs += 1
+            if repairs > MAX_REPAIRS or not give_missing_setting(config, e):
                 raise
 
 
@@ -234,19 +241,32 @@ def _layouts(model, arch: Architecture) -> tuple[str, ...]:
     return tuple(layouts)
 
 
-def _runs_on_cpu(model, arch: Architecture, every_modality: bool, layout: str) -> bool:
-    try:
-        with torch.no_grad():
-            model(**forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED),
-                                   every_modality, layout))
-        return True
-    except Exception:  # noqa: BLE001 - this shrink profile does not fit the model: try the next
-        return False
+def _runs_on_cpu(model, arch: Architecture, every_modality: int, layout: str) -> bool:
+    """Whether a copy of `model` runs forward on these inputs. A setting forward reads that the
+    config class lacks (missing_settings.py) is given on `model`'s own config, and tried again.
+    The probe runs a copy: a model that caches derived tensors in plain attributes at its first
+    forward (Mimi's codebook) would keep them on the CPU through .to()."""
+    from .missing_settings import MAX_REPAIRS, give_missing_setting
+
+    for _ in range(MAX_REPAIRS + 1):
+        probe = copy.deepcopy(model)
+        try:
+            with torch.no_grad():
+                probe(**forward_inputs(probe, arch.head, torch.Generator().manual_seed(SEED),
+                                       every_modality, layout))
+            return True
+        except AttributeError as e:
+            if not give_missing_setting(model.config, e):
+                return False
+        except Exception:  # noqa: BLE001 - this shrink profile does not fit the model: try the next
+            return False
+    return False
 
 
 def build_tiny(arch: Architecture):
     """(model, parameters, profile, every_modality, layout): the first shrink profile, input
-    recipe (the main input alone, then one input per declared modality) and, for audio, input
+    set (inputs.INPUT_SETS: the main input alone, then one input per declared modality, then
+    every documented input; `every_modality` is its index) and, for audio, input
     layout (inputs.LAYOUTS), whose model builds and runs forward on the CPU; else the first model
     that builds (its forward then fails as the report's cause), else the first profile's build
     error."""
@@ -259,10 +279,8 @@ def build_tiny(arch: Architecture):
         except Exception:  # noqa: BLE001 - the next profile may build
             continue
         for layout in _layouts(model, arch):
-            for every_modality in (False, True):
-                # The probe runs a copy: a model that caches derived tensors in plain attributes
-                # at its first forward (Mimi's codebook) would keep them on the CPU through .to().
-                if _runs_on_cpu(copy.deepcopy(model), arch, every_modality, layout):
+            for every_modality in range(len(INPUT_SETS)):
+                if _runs_on_cpu(model, arch, every_modality, layout):
                     return model, n, profile, every_modality, layout
         fallback = fallback or (model, n, profile, False, LAYOUTS[0])
     if fallback is not None:
@@ -353,7 +371,7 @@ def check(arch: Architecture) -> dict[str, Any]:
         # image) gets them in generate too; where that does not run, the main input alone.
         main_only = dict(gen_inputs)
         gen_inputs.update({k: v for k, v in forward_inputs(
-            cpu_model, arch.head, torch.Generator().manual_seed(SEED + 2), True,
+            cpu_model, arch.head, torch.Generator().manual_seed(SEED + 2), rec["every_modality"],
             rec["input_layout"]).items() if k != "decoder_input_ids"})
         try:
             return generate(cpu_model, "cpu")

@@ -336,6 +336,9 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
         raise NoInputRecipe("input_features without a feature size in the config")
     if isinstance(_feature_width(config, name), int):  # vectors sized by `<name>_dim`
         return {name: torch.randn(BATCH, SEQ, _feature_width(config, name), generator=gen)}
+    documented = documented_input(model, name, {}, gen)  # its documented shape, from the config
+    if documented is not None:
+        return {name: documented}
     raise NoInputRecipe(f"no recipe for main input {name!r}")
 
 
@@ -441,11 +444,18 @@ def _documented_shape(model, name: str) -> tuple[str, list[str]] | None:
     return match["type"], [d.strip() for d in match["shape"].split(",") if d.strip()]
 
 
+def _config_size(model, dim: str) -> int | None:
+    value = _sub(model.config, dim) if getattr(model, "config", None) is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
                      gen: torch.Generator) -> torch.Tensor | None:
     """A required input built from its documented type and shape, the sizes named in the
     shape read off the inputs already made (their own documented shapes say which axis is
-    `sequence_length`, `num_channels`, `height`): a padding indicator is all zeros (nothing
+    `sequence_length`, `num_channels`, `height`), else from a config size of that name (a
+    decision transformer's `act_dim`), other lengths (`episode_length`) the battery's own
+    length: a padding indicator is all zeros (nothing
     padded), an integer or boolean mask all ones (everything valid), other integers zeros
     (the first index), floats random. None where a size cannot be told."""
     documented = _documented_shape(model, name)
@@ -472,6 +482,10 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
             prefix = re.sub(r"_(inputs|ids|values)$", "", name)  # (OneFormer's task_seq_len)
             length = _sub(model.config, f"{prefix}_seq_len", f"{prefix}_sequence_length")
             shape.append(length if isinstance(length, int) else SEQ)
+        elif dim.isidentifier() and _config_size(model, dim) is not None:
+            shape.append(_config_size(model, dim))  # a size the config names (`act_dim`)
+        elif dim.endswith("_length"):  # another sequence (an episode): the battery's length
+            shape.append(SEQ)
         else:
             return None
     if "Long" in kind or "Bool" in kind:
@@ -530,14 +544,53 @@ def _image_placeholders(model, inputs: dict[str, torch.Tensor]) -> dict[str, tor
     return out
 
 
-def forward_inputs(model, head: str, gen: torch.Generator, every_modality: bool = False,
+# Which inputs the battery gives, tried in this order (check.build_tiny records the index as
+# `every_modality`): the main input alone; one input per declared modality besides (and the
+# required ones); every input forward documents besides, for models whose optional inputs are
+# not optional in practice (a Q-Former's encoder states, a decision transformer's actions).
+INPUT_SETS = ("main input", "every modality", "every documented input")
+EVERY_DOCUMENTED = INPUT_SETS.index("every documented input")
+
+# Parameters the documented set leaves out: labels and caches, switches, alternatives to an
+# input already given (`inputs_embeds` beside input_ids, `image_embeds` beside pixels) and
+# ids the model derives itself.
+_NOT_AN_INPUT = re.compile(r"^(labels|past_key_values|cache_\w+|use_\w+|output_\w+|return_\w+|"
+                           r"\w*head_mask|\w*_embeds|position_ids|token_type_ids|logits_to_keep)$")
+
+
+def documented_inputs(model, inputs: dict[str, torch.Tensor], gen: torch.Generator,
+                      layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
+    """Every forward parameter not given yet that has a recipe or a documented shape."""
+    out = dict(inputs)
+    for name, p in inspect.signature(model.forward).parameters.items():
+        if name in out or _NOT_AN_INPUT.match(name) or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            continue
+        try:
+            out.update({k: v for k, v in main_input(model, gen, name, layout).items() if k not in out})
+        except NoInputRecipe:
+            documented = documented_input(model, name, out, gen)
+            if documented is not None:
+                out[name] = documented
+    return out
+
+
+def forward_inputs(model, head: str, gen: torch.Generator, every_modality: int = 0,
                    layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
     """Main input plus what an encoder-decoder's forward needs (decoder ids); with
-    `every_modality`, an input for each declared modality besides; audio in `layout`."""
-    inputs = main_input(model, gen, layout=layout)
+    `every_modality` (an index into INPUT_SETS; True is "every modality"), an input for each
+    declared modality besides, and at EVERY_DOCUMENTED every documented input (there, a main
+    input without a recipe is left out where forward takes others); audio in `layout`."""
+    try:
+        inputs = main_input(model, gen, layout=layout)
+    except NoInputRecipe:
+        if every_modality < EVERY_DOCUMENTED:
+            raise
+        inputs = {}  # a main input with no recipe ("anything" to a Perceiver): the others alone
     if every_modality:
         inputs.update({k: v for k, v in modality_inputs(model, gen, layout).items()
                        if k not in inputs})
+        if every_modality >= EVERY_DOCUMENTED:
+            inputs = documented_inputs(model, inputs, gen, layout)
         inputs = _image_placeholders(model, inputs)
     if "attention_mask" in inputs and not _named(model, "attention_mask"):
         del inputs["attention_mask"]

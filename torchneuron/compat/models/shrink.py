@@ -345,9 +345,10 @@ def _keep_head_dim(d: dict, out: dict) -> None:
 
 
 PROFILES = ("small heads", "full head_dim", "every width", "every width, full head_dim",
-            "every width, full image")
-# The last profile keeps the default image (size, patch, windows): relative position tables,
-# window partitions and feature-map strides of many vision towers are sized from it.
+            "every width, full image", "unset sizes set")
+# "every width, full image" keeps the default image (size, patch, windows): relative position
+# tables, window partitions and feature-map strides of many vision towers are sized from it.
+# The last profile is the first one plus the sizes the defaults leave unset (unset_sizes.py).
 _IMAGE_KEYS = {"image_size", "patch_size", "window_size", "img_size", "input_size"}
 
 
@@ -659,9 +660,13 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
     together (its validation names them) take the value it asks for."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    from . import unset_sizes
+
     config_class = CONFIG_MAPPING[model_type]
     full = config_class().to_dict()
     small = shrink_dict(full, profile)
+    if profile == unset_sizes.PROFILE:
+        unset_sizes.give_unset_sizes(small)
     _follow_stage_widths(full, small)
     _follow_other_parts_width(full, small)
     _scale_feature_map_sizes(full, small)

@@ -1,0 +1,47 @@
+"""The last shrink profile gives the sizes a config's defaults leave unset and checkpoints
+always set (a mixture of experts' counts and widths, per-kind rotary parameters), and only
+there: None stays None in the earlier profiles, where it means "none"."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from torchneuron.compat.models.catalog import by_type  # noqa: E402
+from torchneuron.compat.models.check import build_tiny  # noqa: E402
+from torchneuron.compat.models.inputs import forward_inputs  # noqa: E402
+from torchneuron.compat.models.shrink import PROFILES, tiny_config  # noqa: E402
+from torchneuron.compat.models.unset_sizes import PROFILE, give_unset_sizes  # noqa: E402
+
+
+def test_unset_expert_sizes_are_given_where_the_config_counts_experts():
+    moe = {"num_experts": None, "top_k_experts": None, "moe_intermediate_size": None,
+           "n_shared_experts": None, "sliding_window": None}
+    give_unset_sizes(moe)
+    assert moe == {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32,
+                   "n_shared_experts": 1, "sliding_window": None}
+    dense = {"moe_intermediate_size": None}  # no expert count: not a mixture of experts
+    give_unset_sizes(dense)
+    assert dense == {"moe_intermediate_size": None}
+
+
+def test_empty_rotary_parameters_get_defaults_for_each_kind_of_layer():
+    d = {"text_config": {"rope_parameters": {}, "layer_types": ["full_attention", "sliding_attention",
+                                                                  "full_attention"]}}
+    give_unset_sizes(d)
+    assert set(d["text_config"]["rope_parameters"]) == {"full_attention", "sliding_attention"}
+
+
+def test_the_profile_comes_last_and_the_earlier_ones_keep_none():
+    assert PROFILES[-1] == PROFILE
+    assert tiny_config("dots1").n_routed_experts is None
+    assert tiny_config("dots1", PROFILE).n_routed_experts == 4
+
+
+def test_diffusion_gemma_builds_and_runs_with_its_experts_given():
+    model, _, profile, every_modality, layout = build_tiny(by_type("diffusion_gemma"))
+    assert profile == PROFILE
+    inputs = forward_inputs(model, "causal_lm", torch.Generator().manual_seed(0), every_modality, layout)
+    with torch.no_grad():
+        assert torch.isfinite(model(**inputs).logits).all()
