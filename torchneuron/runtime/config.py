@@ -22,6 +22,8 @@ each one is listed in the README.
                              workers; errors surface at the next synchronization)
   NEURON_LAUNCH_BLOCKING     1: every op completes before its call returns, in any mode (as
                              CUDA_LAUNCH_BLOCKING); 0 (default)
+  NEURON_FUSION_HOT          fused eager: a chain of queued ops is compiled once seen this many
+                             times (default: 3)
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class Config:
     kernel_mode: str = "fast"
     eager_mode: str = "sync"
     launch_blocking: bool = False
+    fusion_hot: int = 3
 
     @property
     def device_count(self) -> int:
@@ -148,9 +151,14 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if blocking_text not in ("0", "1"):
         raise _bad("NEURON_LAUNCH_BLOCKING", blocking_text, "0, 1")
 
+    hot_text = env.get("NEURON_FUSION_HOT", "3").strip()
+    if not hot_text.isdigit() or int(hot_text) < 1:
+        raise _bad("NEURON_FUSION_HOT", hot_text, "a whole number of times, at least 1")
+
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
                   compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode,
-                  eager_mode=eager_mode, launch_blocking=blocking_text == "1")
+                  eager_mode=eager_mode, launch_blocking=blocking_text == "1",
+                  fusion_hot=int(hot_text))
 
 
 _lock = threading.Lock()

@@ -653,6 +653,7 @@ _WORK_VIRTUALS = (
 _IND = "torch._inductor"
 _INDUCTOR_CPU_PATHS = "torchneuron/compile/inductor_cpu_paths.py"
 _INDUCTOR_PY = "torchneuron/compile/inductor.py"
+_FUSION_COMPILER = "torchneuron/fusion/compiler.py"
 _ONEDNN = "torchneuron/compile/onednn_gemm.py"
 _COLLECTIVES = "torchneuron/distributed/collectives.py"
 _DIRECT = "torchneuron/distributed/direct_calls.py"
@@ -915,8 +916,10 @@ ENTRIES: tuple[Internal, ...] = (
         _all(exists(f"{_IND}.list_mode_options"), _config_has_dropped_options),
         covers=(f"{_IND}.config.get_config_copy", f"{_IND}.list_mode_options")),
     Internal(
-        f"{_IND}.compile_fx.compile_fx", "relied on", ("torchneuron/compile/backend.py",),
-        "backend='neuron' is Inductor's compile_fx with neuron's config patches",
+        f"{_IND}.compile_fx.compile_fx", "relied on",
+        ("torchneuron/compile/backend.py", _FUSION_COMPILER),
+        "backend='neuron' is Inductor's compile_fx with neuron's config patches; fused eager "
+        "compiles its chains' FX graphs with it (outside Dynamo)",
         exists(f"{_IND}.compile_fx.compile_fx", params=("model_", "example_inputs_"),
                keywords=("config_patches",))),
 
@@ -1057,9 +1060,52 @@ ENTRIES: tuple[Internal, ...] = (
         "flattens an op's outputs to find the tensors a recorded draw produced",
         exists("torch.utils._pytree.tree_flatten", params=("tree",))),
     Internal(
-        "torch._ops.OpOverload._schema", "relied on", ("torchneuron/compat/random_draws.py",),
-        "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw",
-        _op_overloads_carry_their_schema, covers=("._schema",)),
+        "torch._ops.OpOverload._schema", "relied on",
+        ("torchneuron/compat/random_draws.py", "torchneuron/fusion/ops.py"),
+        "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw; "
+        "fused eager reads is_mutable and returns to refuse in-place, out= and multi-result ops",
+        _all(_op_overloads_carry_their_schema,
+             exists("torch._C.FunctionSchema", members=("is_mutable", "returns"))),
+        covers=("._schema", "torch._ops.OpOverload")),
+
+    # ---- fused eager: chains compiled with Inductor outside Dynamo (torchneuron/fusion)
+    Internal(
+        "torch._guards.tracing", "relied on", (_FUSION_COMPILER,),
+        "a chain compiles inside a TracingContext whose fake mode has a ShapeEnv: without one "
+        "Inductor bypasses its FX graph cache ('No shape env') and nothing is cached on disk",
+        _all(exists("torch._guards.tracing", params=("context",)),
+             exists("torch._guards.TracingContext", params=("fake_mode",)),
+             contains(f"{_IND}.codecache", None, "No shape env")),
+        covers=("torch._guards.TracingContext", f"{_IND}.codecache")),
+    Internal(
+        "torch._subclasses.fake_tensor.FakeTensorMode", "relied on",
+        (_FUSION_COMPILER, "torchneuron/fusion/chain.py"),
+        "a chain's example inputs and result layouts are fake tensors made from its metadata "
+        "(static shapes), so compiling needs no real memory",
+        exists("torch._subclasses.fake_tensor.FakeTensorMode", keywords=("shape_env",))),
+    Internal(
+        "torch._dynamo.utils.counters", "relied on", (_FUSION_COMPILER,),
+        "what Inductor's FX graph and AOTAutograd caches answered a chain's compile (hit, miss, "
+        "bypass), read as differences around it",
+        _all(exists("torch._dynamo.utils.counters", of_type=dict),
+             contains(f"{_IND}.codecache", None, '"fxgraph_cache_hit"', '"fxgraph_cache_miss"',
+                      '"fxgraph_cache_bypass"'),
+             contains("torch._functorch._aot_autograd.autograd_cache", None,
+                      '"autograd_cache_hit"', '"autograd_cache_miss"')),
+        covers=("torch._functorch._aot_autograd.autograd_cache",)),
+    Internal(
+        f"{_IND}.config.cpp.threads", "relied on", (_FUSION_COMPILER,),
+        "a chain's kernel is generated for the thread count in its signature (set through "
+        "compile_fx's config_patches, not torch.set_num_threads, which is process-wide), and "
+        "emulate_precision_casts rounds float16/bfloat16 intermediates as eager does",
+        _all(exists(f"{_IND}.config.cpp.threads", of_type=int),
+             exists(f"{_IND}.config.emulate_precision_casts", of_type=bool)),
+        covers=(f"{_IND}.config.emulate_precision_casts",)),
+    Internal(
+        f"{_IND}.runtime.cache_dir_utils.cache_dir", "relied on", ("torchneuron/fusion/policy.py",),
+        "where Inductor's FX graph cache keeps compiled chains (reported by fusion.stats())",
+        _all(exists(f"{_IND}.runtime.cache_dir_utils.cache_dir", params=()),
+             contains(f"{_IND}.codecache", "FxGraphCache._get_tmp_dir", '"fxgraph"'))),
 
     # ---- distributed
     Internal(

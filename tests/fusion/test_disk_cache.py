@@ -1,0 +1,38 @@
+"""A second process starts warm: it finds the chain this process compiled in Inductor's FX graph
+cache (same signature, same digest) and loads it instead of generating code."""
+
+from __future__ import annotations
+
+import json
+
+from torchneuron.fusion.policy import cache_dir
+
+from . import chains
+
+SECOND_PROCESS = """
+import json, time, torch
+from tests.fusion import chains
+from torchneuron.fusion import ChainCache
+torch.manual_seed(0)
+chain, inputs = chains.mean_end()
+cache = ChainCache(hot=1)
+cache.lookup(chain)
+assert cache.wait(timeout=120)
+kernel = cache.lookup(chain)
+(got,) = kernel.run(inputs)
+torch.testing.assert_close(got, chain.run_eager(inputs)[0])
+print(json.dumps({"digest": chain.digest(), "stats": cache.stats(),
+                  "seconds": kernel.compile_seconds}))
+"""
+
+
+def test_a_second_process_loads_the_compiled_chain_from_disk(compiled, python):
+    first = compiled["mean_end"]  # compiled (or loaded) in this process
+    done = python(SECOND_PROCESS, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["digest"] == chains.mean_end()[0].digest()
+    stats = report["stats"]
+    assert stats["fxgraph_cache_hit"] == 1 and stats["fxgraph_cache_miss"] == 0, stats
+    assert stats["cache_dir"] == cache_dir()
+    assert first.cache_counts.get("fxgraph_cache_bypass", 0) == 0

@@ -1,0 +1,86 @@
+"""Compiles a chain with Inductor's C++ code generation into a callable that reads CPU tensors
+(the queue passes CPU aliases of neuron memory) and writes the outputs into buffers the caller
+allocated. Inductor's FX graph cache (and AOTAutograd's) keep the generated code on disk under
+Inductor's cache directory, so a second process compiling the same chain loads it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+# internal: see runtime/torch_internals.py "torch._dynamo.utils.counters"
+from torch._dynamo.utils import counters
+# internal: see runtime/torch_internals.py "torch._guards.tracing"
+from torch._guards import TracingContext, tracing
+# internal: see runtime/torch_internals.py "torch._subclasses.fake_tensor.FakeTensorMode"
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from .chain import Chain, TensorSpec
+from .graph import build_graph
+
+# Inductor's per-compile outcome counters (process-wide; read as differences around a compile).
+CACHE_COUNTERS = (("inductor", "fxgraph_cache_hit"), ("inductor", "fxgraph_cache_miss"),
+                  ("inductor", "fxgraph_cache_bypass"), ("aot_autograd", "autograd_cache_hit"),
+                  ("aot_autograd", "autograd_cache_miss"))
+
+
+@dataclass
+class CompiledChain:
+    """One chain's generated kernel. Call it with the chain's inputs (CPU tensors at tensor
+    positions; anything at Scalar positions, whose values are compiled in) and the buffers of
+    the outputs without `into_input`, laid out as chain.output_specs() says."""
+    chain: Chain
+    fn: Callable[..., Any]
+    threads: int
+    compile_seconds: float
+    cache_counts: dict[str, int]  # what Inductor's caches answered for this compile
+
+    def __call__(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> None:
+        self.fn(*self.chain.tensor_inputs(inputs), *outputs)
+
+    def run(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
+        """Allocates the new outputs on the CPU, runs the kernel and returns them."""
+        outputs = [spec.empty() for spec in self.chain.output_specs()]
+        self(inputs, outputs)
+        return outputs
+
+    @property
+    def cache_hit(self) -> bool:
+        return self.cache_counts.get("fxgraph_cache_hit", 0) > 0
+
+
+def _counter_values() -> dict[str, int]:
+    return {name: counters[group][name] for group, name in CACHE_COUNTERS}
+
+
+def compile_chain(chain: Chain, threads: int | None = None) -> CompiledChain:
+    """Compiles `chain` for CPU tensors (blocking: seconds on a miss, ~0.1 s from the disk
+    cache). `threads`: the intra-op thread count the kernel is generated for (default: the
+    caller's torch.get_num_threads()); it is part of the chain's signature."""
+    # internal: see runtime/torch_internals.py "torch._inductor.compile_fx.compile_fx"
+    from torch._inductor.compile_fx import compile_fx
+
+    threads = torch.get_num_threads() if threads is None else threads
+    gm = build_graph(chain)
+    # Static shapes: the signature holds sizes and strides. A ShapeEnv must exist all the same,
+    # or Inductor bypasses its FX graph cache ("No shape env").
+    fake_mode = FakeTensorMode(shape_env=ShapeEnv())
+    with fake_mode:
+        examples = [spec.empty() for spec in chain.inputs if isinstance(spec, TensorSpec)]
+        examples += [spec.empty() for spec in chain.output_specs()]
+    before = _counter_values()
+    start = time.perf_counter()
+    # cpp.threads, not torch.set_num_threads: the thread count is process-wide, and this may run
+    # on a compile thread while the caller keeps working. Rounding float16/bfloat16 intermediates
+    # as eager does keeps results within eager's tolerance (not just float32's).
+    # internal: see runtime/torch_internals.py "torch._inductor.config.cpp.threads"
+    with tracing(TracingContext(fake_mode)):
+        fn = compile_fx(gm, examples, config_patches={"cpp.threads": threads,
+                                                       "emulate_precision_casts": True})
+    seconds = time.perf_counter() - start
+    after = _counter_values()
+    delta = {name: after[name] - before[name] for name in after if after[name] != before[name]}
+    return CompiledChain(chain, fn, threads, seconds, delta)

@@ -1,0 +1,62 @@
+"""What may fuse, in one place: pointwise ops are those PyTorch tags `pointwise` (on the
+OpOverload itself, so every op PyTorch adds is covered without a list here), and a few reductions
+may end a chain. Everything else breaks a chain."""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+# Reductions over dims that Inductor lowers into the same loop nest as the pointwise ops feeding
+# them; only one, at the end of a chain (a later op would read a reduced shape).
+REDUCTIONS = frozenset({
+    aten.sum.default, aten.sum.dim_IntList,
+    aten.mean.default, aten.mean.dim,
+    aten.amax.default, aten.amin.default,
+    aten.prod.default, aten.prod.dim_int,
+})
+
+
+class UnfusibleOpError(ValueError):
+    """A chain names an op the fuser cannot fuse."""
+
+
+def _unfit_for_a_step(op: torch._ops.OpOverload) -> bool:
+    # In-place and out= overloads write their arguments (a chain says where results go through
+    # its outputs instead); seeded ops draw random numbers the generated code would not draw;
+    # a step has one result (frexp, tagged pointwise, returns two).
+    # internal: see runtime/torch_internals.py "torch._ops.OpOverload._schema"
+    schema = op._schema
+    return (schema.is_mutable or len(schema.returns) != 1
+            or torch.Tag.nondeterministic_seeded in op.tags)
+
+
+def is_pointwise(op: object) -> bool:
+    """True for a functional OpOverload tagged torch.Tag.pointwise."""
+    return (isinstance(op, torch._ops.OpOverload) and torch.Tag.pointwise in op.tags
+            and not _unfit_for_a_step(op))
+
+
+def is_reduction(op: object) -> bool:
+    """True for the reductions that may end a chain (sum/mean/amax/amin/prod over dims)."""
+    return op in REDUCTIONS
+
+
+def is_fusible(op: object) -> bool:
+    return is_pointwise(op) or is_reduction(op)
+
+
+def fusion_enabled() -> bool:
+    """Fusion is off while deterministic algorithms are requested: a generated kernel's
+    reduction order and vectorization are not ATen's."""
+    return not torch.are_deterministic_algorithms_enabled()
+
+
+def check_fusible(op: object, position: int) -> None:
+    """Raises UnfusibleOpError naming `op` when it cannot be step `position` of a chain."""
+    if not is_fusible(op):
+        raise UnfusibleOpError(
+            f"step {position}: {op} cannot be fused: a chain holds functional pointwise ops "
+            f"(torch.Tag.pointwise) and may end with one reduction "
+            f"({', '.join(sorted(str(r) for r in REDUCTIONS))})")
