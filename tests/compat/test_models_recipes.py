@@ -146,6 +146,17 @@ def test_grid_vision_towers_get_flattened_patches_and_each_images_grid():
         2 * (2 * merge) ** 2, c.in_channels * c.temporal_patch_size * c.patch_size ** 2)
 
 
+def test_a_grid_tower_naming_its_merge_and_temporal_patch_otherwise_gets_patches_of_that_size():
+    # MuseGlimmer's vision config says `merge_size` and `patch_temporal`.
+    model, _, _, _, _ = build_tiny(by_type("muse_glimmer_vision"))
+    c = model.config
+    inputs = main_input(model, torch.Generator().manual_seed(0))
+    assert inputs["grid_thw"].tolist() == [[1, 2 * c.merge_size, 2 * c.merge_size]] * 2
+    assert inputs["pixel_values"].shape[-1] == 3 * c.patch_temporal * c.patch_size ** 2
+    with torch.no_grad():
+        assert torch.isfinite(model(**inputs).last_hidden_state).all()
+
+
 def test_inputs_forward_requires_get_a_recipe_by_their_name():
     class QFormerLike(torch.nn.Module):
         input_modalities = ("image",)

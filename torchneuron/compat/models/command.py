@@ -27,6 +27,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="worker processes, each running one architecture at a time")
     p.add_argument("--skip-minilm", action="store_true",
                    help="leave out the real-weights MiniLM check")
+    p.add_argument("--update", action="store_true",
+                   help="merge into the report already in --out: the model types run now replace "
+                        "their records, the others (and the MiniLM result) are kept")
+
+
+def merged(previous: dict, records: list[dict], meta: dict) -> tuple[list[dict], dict]:
+    """The previous report's records with this run's in their place (sorted by model type), and
+    its meta with this run's command and seconds added to what it says it was made of."""
+    fresh = {r["model_type"] for r in records}
+    kept = [r for r in previous["records"] if r["model_type"] not in fresh]
+    old = previous["meta"]
+    out = {**old, **{k: v for k, v in meta.items() if k != "minilm"},
+           "command": f"{old['command']}, then {meta['command']} ({len(records)} model types)",
+           "seconds": old.get("seconds", 0) + meta["seconds"]}
+    if "minilm" in meta:
+        out["minilm"] = meta["minilm"]
+    return sorted(kept + records, key=lambda r: r["model_type"]), out
 
 
 def _select(patterns: list[str] | None, sample: bool):
@@ -79,6 +96,12 @@ def run(args: argparse.Namespace) -> int:
         from .minilm import check_minilm
 
         meta["minilm"] = check_minilm()
+    if args.update:
+        import json
+        import os
+
+        with open(os.path.join(args.out, "models.json")) as f:
+            records, meta = merged(json.load(f), records, meta)
     paths = report.write(records, meta, args.out)
     t = report.totals(records)
     a = t["all_stages"]

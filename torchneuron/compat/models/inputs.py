@@ -156,11 +156,11 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
     (temporal x channel x patch x patch values each) with each image's grid (t, h, w) in
     patches; the grid's sides are a multiple of the tower's merge size."""
     config = model.config
-    merge = _sub(config, "spatial_merge_size", "merge_kernel_size") or 1
+    merge = _sub(config, "spatial_merge_size", "merge_kernel_size", "merge_size") or 1
     merge = merge[0] if isinstance(merge, (list, tuple)) else merge
     channels = _sub(config, "in_channels", "num_channels", "in_chans") or 3
     patch = _sub(config, "patch_size") or 14
-    temporal = _sub(config, "temporal_patch_size") or 1
+    temporal = _sub(config, "temporal_patch_size", "patch_temporal") or 1
     side = 2 * merge
     grid = torch.tensor([[1, side, side]] * BATCH)
     patches = torch.randn(BATCH * side * side, channels * temporal * patch * patch, generator=gen)
