@@ -72,5 +72,41 @@ def in_place():
     ), (Output(1, into_input=0),))
 
 
+def activations():
+    """A long chain of activations, comparisons and clamps (float32): GELU, SiLU, erf, a
+    division, maximum with a second input, a comparison feeding where, and kwargs. (Dividing by
+    exp(y), not y: erf of tiny values in Inductor's vectorized code is accurate to ~1e-7
+    absolute, not relative, and a division by a tiny y magnified that to 1e-3.)"""
+    x, y = torch.randn(48, 80), torch.randn(48, 80)
+    return _chain((x, y), (
+        Step(aten.gelu.default, (InputRef(0),), {"approximate": "tanh"}),
+        Step(aten.silu.default, (InputRef(1),)),
+        Step(aten.maximum.default, (StepRef(0), StepRef(1))),
+        Step(aten.erf.default, (StepRef(2),)),
+        Step(aten.exp.default, (InputRef(1),)),
+        Step(aten.div.Tensor, (StepRef(3), StepRef(4))),
+        Step(aten.clamp.default, (StepRef(5), -3.0, 3.0)),
+        Step(aten.lt.Scalar, (InputRef(0), 0)),
+        Step(aten.where.self, (StepRef(7), StepRef(6), InputRef(0))),
+        Step(aten.abs.default, (StepRef(8),)),
+        Step(aten.sqrt.default, (StepRef(9),)),
+        Step(aten.rsub.Scalar, (StepRef(10), 1)),
+        Step(aten.neg.default, (StepRef(11),)),
+    ), (Output(12),))
+
+
+def bfloat16_sum():
+    """bfloat16 arithmetic (intermediates rounded as eager rounds them) summed over dim 0 into
+    float32 (the reduction's dtype argument)."""
+    x = torch.randn(40, 64, dtype=torch.bfloat16)
+    y = torch.randn(64, dtype=torch.bfloat16)
+    return _chain((x, y), (
+        Step(aten.mul.Tensor, (InputRef(0), InputRef(1))),
+        Step(aten.add.Tensor, (StepRef(0), InputRef(0))),
+        Step(aten.sum.dim_IntList, (StepRef(1), [0]), {"dtype": torch.float32}),
+    ), (Output(2),))
+
+
 ALL = {"arithmetic": arithmetic, "promoting": promoting, "mean_end": mean_end,
-       "amax_end": amax_end, "in_place": in_place}
+       "amax_end": amax_end, "in_place": in_place, "activations": activations,
+       "bfloat16_sum": bfloat16_sum}
