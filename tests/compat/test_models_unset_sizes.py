@@ -45,3 +45,10 @@ def test_diffusion_gemma_builds_and_runs_with_its_experts_given():
     inputs = forward_inputs(model, "causal_lm", torch.Generator().manual_seed(0), every_modality, layout)
     with torch.no_grad():
         assert torch.isfinite(model(**inputs).logits).all()
+
+
+def test_an_unset_padding_id_takes_the_highest_id_no_special_token_has():
+    d = {"vocab_size": 8, "pad_token_id": None, "eos_token_id": 7, "bos_token_id": 6}
+    give_unset_sizes(d)
+    assert d["pad_token_id"] == 5
+    assert tiny_config("esm").pad_token_id is None  # the earlier profiles keep it unset

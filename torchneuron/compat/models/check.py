@@ -19,8 +19,8 @@ import torch
 from ..judge import Mismatch, compare_leaves
 from ..random_draws import RandomDraws
 from .catalog import Architecture
-from .inputs import (AUDIO_INPUTS, INPUT_SETS, LAYOUTS, forward_inputs, labels, main_input,
-                     names_no_image_size, processor_image_size)
+from .inputs import (AUDIO_INPUTS, EVERY_DOCUMENTED, INPUT_SETS, LAYOUTS, forward_inputs, labels,
+                     main_input, names_no_image_size, processor_image_size)
 
 MAX_PARAMETERS = 40_000_000  # above this a shrink rule missed a size; fixed-size parts (SAM2's Hiera) stay below
 # Larger processor sizes (960 x 960 detectors, 1536 x 1536 depth models) make the CPU probe of
@@ -225,8 +225,9 @@ def _build(arch: Architecture, profile: str):
 def _layouts(model, arch: Architecture) -> tuple[str, ...]:
     """The input layouts worth trying: the documented one, and the others only where the model
     takes audio or token ids over several codebooks."""
-    try:
-        inputs = forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED), True)
+    try:  # every input the battery may give, the documented ones included (CLVP's features)
+        inputs = forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED),
+                                EVERY_DOCUMENTED)
     except Exception:  # noqa: BLE001 - no recipe: nothing to lay out either
         return LAYOUTS[:1]
     layouts = [LAYOUTS[0]]

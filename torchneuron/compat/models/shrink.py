@@ -101,8 +101,8 @@ def _shrink_list(key: str, value: list, layers_before: int | None, keep: list[in
         return value
     if key in ("depths", "num_layers", "layers", "block_repeats", "stage_depths"):
         return [1] * len(value)
-    if "heads" in key:
-        return [min(v, 1 << i) for i, v in enumerate(value)]
+    if "heads" in key:  # powers of two, which divide every shrunk width (Swin2SR's six heads)
+        return [min(1 << (v.bit_length() - 1) if v > 0 else v, 1 << i) for i, v in enumerate(value)]
     if key in ("hidden_sizes", "embed_dims", "conv_dim", "channels", "dims", "block_out_channels",
                "embed_dim", "encoder_hidden_sizes", "neck_hidden_sizes"):
         return [_narrower(v) for v in value]
@@ -414,8 +414,26 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
             out[key] %= out[key.replace("_offset", "_period")]
     if layers_before:
         _keep_an_attention_layer(out, layers_before)
+    _sum_layer_parts(d, out)
     _remap_token_ids(out)
     return out
+
+
+_LAYER_PART = re.compile(r"^(n|num)_\w+_layers$")
+
+
+def _sum_layer_parts(d: dict, out: dict) -> None:
+    """Layer counts the defaults split into parts (Dory's n_input_layers + n_recurrent_layers +
+    n_output_layers = num_hidden_layers) shrink part by part; the total stays their sum, and
+    per-layer lists keep that many of their first layers."""
+    total = d.get("num_hidden_layers")
+    parts = [k for k, v in d.items() if isinstance(k, str) and _LAYER_PART.match(k)
+             and k != "num_hidden_layers" and isinstance(v, int) and not isinstance(v, bool)]
+    if isinstance(total, int) and len(parts) > 1 and sum(d[k] for k in parts) == total:
+        out["num_hidden_layers"] = sum(out[k] for k in parts)
+        for key, value in d.items():  # per-layer lists: the first layers, as many as there are
+            if isinstance(value, list) and len(value) == total:
+                out[key] = value[:out["num_hidden_layers"]]
 
 
 _KINDS = re.compile(r"(^|_)(layer|block)_types$")
