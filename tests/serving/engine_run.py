@@ -16,7 +16,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from serving_common import MAX_MODEL_LEN, MAX_TOKENS, PROMPTS  # noqa: E402
+from serving_common import (  # noqa: E402
+    MAX_MODEL_LEN, MAX_TOKENS, PROMPTS, rms_norm_priorities)
 
 # collective_rpc sends the probe below to the worker processes by value.
 os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
@@ -35,6 +36,7 @@ def worker_placement(worker) -> dict:
         "tp_backend": str(dist.get_backend(get_tp_group().device_group)),
         "weights": sorted({str(p.device) for p in runner.model.parameters()}),
         "kv_cache": sorted({str(t.device) for t in runner.kv_caches}),
+        "rms_norm_priorities": rms_norm_priorities(worker),
     }
 
 

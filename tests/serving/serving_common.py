@@ -32,3 +32,10 @@ def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 
     assert done.returncode == 0, (f"{name} failed ({done.returncode}):\n"
                                   f"{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
     return done.stdout
+
+
+def rms_norm_priorities(worker) -> list[list[str]]:
+    """Run in a vLLM worker: the implementations its RMS norms try, in order (vLLM's IR op
+    priority; torchneuron/serving/ir_kernels.py)."""
+    from vllm import ir
+    return [ir.ops.rms_norm.get_priority(), ir.ops.fused_add_rms_norm.get_priority()]

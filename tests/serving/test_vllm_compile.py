@@ -19,5 +19,7 @@ def test_compiled_model_matches_hf_on_cpu(model_dir, hf_greedy):
     result = json.loads(next(line[7:] for line in out.splitlines() if line.startswith("RESULT ")))
     assert result["platform"] == "neuron"
     assert result["workers"][0]["kv_cache"] == ["neuron:0"]
+    # Inductor generates the RMS norms from vLLM's native form, as on CUDA and the CPU.
+    assert result["workers"][0]["rms_norm_priorities"] == [["native"]] * 2
     for prompt_ids, tokens in zip(result["prompt_ids"], result["greedy"]):
         assert tokens == hf_greedy(prompt_ids)

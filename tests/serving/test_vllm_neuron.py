@@ -12,7 +12,8 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from serving_common import MAX_MODEL_LEN, MAX_TOKENS, PROMPTS, run_script  # noqa: E402
+from serving_common import (  # noqa: E402
+    MAX_MODEL_LEN, MAX_TOKENS, PROMPTS, rms_norm_priorities, run_script)
 
 pytestmark = pytest.mark.slow
 
@@ -63,8 +64,9 @@ def test_greedy_batch_matches_hf_on_cpu_and_vllm_cpu(llm, vllm_cpu, tokenizer, h
 
 def test_logits_match_vllm_cpu_and_every_linear_layer_runs_packed(llm, vllm_cpu):
     # Every linear layer (the LM head's too) runs vLLM CPU's oneDNN matmul on a packed copy of
-    # its neuron weight (torchneuron/serving/packed_linear.py), so the logits are vLLM CPU's:
-    # the chosen tokens' log-probabilities agree to float32 rounding.
+    # its neuron weight (torchneuron/serving/packed_linear.py), and the RMS norms run vLLM
+    # CPU's kernels where vLLM CPU runs a chain of PyTorch ops (ir_kernels.py), so the logits
+    # are vLLM CPU's: the chosen tokens' log-probabilities agree to float32 rounding.
     import torch
     from vllm import SamplingParams
 
@@ -92,6 +94,9 @@ def test_logits_match_vllm_cpu_and_every_linear_layer_runs_packed(llm, vllm_cpu)
     (placement,) = llm.collective_rpc(linear_layers)
     # Two layers of qkv, o, gate_up and down projections, and the LM head.
     assert placement == {"layers": 9, "packed": 9, "weights": ["neuron:0"]}
+    (priorities,) = llm.collective_rpc(rms_norm_priorities)
+    assert priorities == [["vllm_cpu_c", "native"]] * 2
+    assert vllm_cpu["workers"][0]["rms_norm_priorities"] == [["native"]] * 2
 
 
 def test_seeded_sampling_is_reproducible_and_stays_in_the_cpus_nucleus(llm, model_dir):

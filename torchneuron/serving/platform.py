@@ -21,6 +21,7 @@ from . import host_cache
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+    from vllm.config.kernel import IrOpPriorityConfig
 
 WORKER_CLS = "torchneuron.serving.worker.NeuronWorker"
 
@@ -72,6 +73,27 @@ class NeuronPlatform(CpuPlatform):
         # shared-memory communicator would bypass it.
         return ("vllm.distributed.device_communicators.base_device_communicator."
                 "DeviceCommunicatorBase")
+
+    @classmethod
+    def import_ir_kernels(cls) -> None:
+        super().import_ir_kernels()
+        from . import ir_kernels  # noqa: F401  (registers its IR op implementations)
+
+    @classmethod
+    def get_default_ir_op_priority(cls, vllm_config: VllmConfig) -> IrOpPriorityConfig:
+        # CUDA's rule (vllm/platforms/cuda.py): compiled kernels where nothing is compiled, the
+        # PyTorch-native form where Inductor generates code from it. Neuron's compiled kernels
+        # are vLLM CPU's (ir_kernels.py); vLLM CPU itself always takes the native form.
+        from vllm.config.compilation import CompilationMode
+        from vllm.config.kernel import IrOpPriorityConfig
+
+        from .ir_kernels import OPS, PROVIDER
+
+        compilation = vllm_config.compilation_config
+        if compilation.backend == "inductor" and compilation.mode != CompilationMode.NONE:
+            return IrOpPriorityConfig.with_default(["native"])
+        return IrOpPriorityConfig.with_default(
+            ["native"], **{op: [PROVIDER, "native"] for op in OPS})
 
     @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:

@@ -12,3 +12,7 @@ import vllm._custom_ops  # noqa: F401  (loads vllm._C, which registers the kerne
 greedy_argmax = torch.ops._C.greedy_argmax
 # out = x @ packed weight (+ bias), on a weight oneDNN packed once (vLLM CPU's linear layers).
 onednn_mm = torch.ops._C.onednn_mm
+# out = RMS norm of x times weight; and its in-place form on x + residual (vLLM's RMSNorm in
+# eager mode, ir_kernels.py).
+rms_norm = torch.ops._C.rms_norm
+fused_add_rms_norm = torch.ops._C.fused_add_rms_norm
