@@ -242,3 +242,14 @@ def test_a_generator_of_waveforms_is_compared_tensor_by_tensor():
     rec = check(by_type("vibevoice"))
     assert rec["generate"] == PASS, rec["cause"]
     assert rec["max_abs_error"]["generate"] == 0.0
+
+
+def test_a_matcher_gets_a_pair_of_images_per_sample():
+    from torchneuron.compat.models.inputs import IMAGES_PER_SAMPLE
+
+    model, _, _, every_modality, layout = build_tiny(by_type("lightglue"))
+    assert layout == "images per sample"
+    x = main_input(model, torch.Generator().manual_seed(0), layout=layout)["pixel_values"]
+    assert x.shape[:2] == (2, IMAGES_PER_SAMPLE) and x.dim() == 5
+    with torch.no_grad():
+        assert torch.isfinite(model(pixel_values=x).matching_scores).all()

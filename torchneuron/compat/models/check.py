@@ -224,7 +224,7 @@ def _build(arch: Architecture, profile: str):
 
 def _layouts(model, arch: Architecture) -> tuple[str, ...]:
     """The input layouts worth trying: the documented one, and the others only where the model
-    takes audio or token ids over several codebooks."""
+    takes audio, token ids over several codebooks or images."""
     try:  # every input the battery may give, the documented ones included (CLVP's features)
         inputs = forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED),
                                 EVERY_DOCUMENTED)
@@ -239,6 +239,8 @@ def _layouts(model, arch: Architecture) -> tuple[str, ...]:
     if "pixel_values" in inputs and names_no_image_size(model.config) and size \
             and max(size) <= MAX_PROCESSOR_SIDE:
         layouts.append("processor image size")
+    if "pixel_values" in inputs and inputs["pixel_values"].dim() == 4:
+        layouts.append("images per sample")
     return tuple(layouts)
 
 

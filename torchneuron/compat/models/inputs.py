@@ -173,7 +173,9 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
 # (batch, frames, width) or (batch, width, frames). Token ids over audio codebooks come
 # flattened per codebook. The battery tries the layouts in order (check.build_tiny records
 # which ran).
-LAYOUTS = ("as documented", "audio transposed", "ids per codebook", "processor image size")
+LAYOUTS = ("as documented", "audio transposed", "ids per codebook", "processor image size",
+           "images per sample")
+IMAGES_PER_SAMPLE = 2  # a pair: what matchers take (LightGlue), and several images for the others
 AUDIO_INPUTS = ("input_values", "input_features", "latents")
 
 
@@ -217,7 +219,19 @@ def main_input(model, gen: torch.Generator, name: str | None = None,
         return _audio_transposed(inputs)
     if layout == "ids per codebook":
         return _ids_per_codebook(model, inputs, gen)
+    if layout == "images per sample":
+        return _images_per_sample(inputs, gen)
     return inputs
+
+
+def _images_per_sample(inputs: dict[str, torch.Tensor], gen: torch.Generator):
+    """Models that take several images per sample (a keypoint matcher's pair, IDEFICS'
+    interleaved images) take pixel_values as (batch, images, channels, height, width)."""
+    x = inputs.get("pixel_values")
+    if x is None or x.dim() != 4:
+        return inputs
+    b, c, h, w = x.shape
+    return {**inputs, "pixel_values": torch.randn(b, IMAGES_PER_SAMPLE, c, h, w, generator=gen)}
 
 
 def _at_processor_size(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
@@ -470,6 +484,8 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
         if other == "pixel_values" and value.dim() >= 4:
             sizes.setdefault("height", value.shape[-2])
             sizes.setdefault("width", value.shape[-1])
+        if other == "pixel_values" and value.dim() == 5:
+            sizes.setdefault("num_images", value.shape[1])
     shape = []
     for dim in dims:
         if dim.isdigit():
