@@ -253,3 +253,14 @@ def test_a_matcher_gets_a_pair_of_images_per_sample():
     assert x.shape[:2] == (2, IMAGES_PER_SAMPLE) and x.dim() == 5
     with torch.no_grad():
         assert torch.isfinite(model(pixel_values=x).matching_scores).all()
+
+
+def test_a_grid_tower_with_a_convolutional_patch_embedding_gets_each_patch_as_an_image():
+    model, _, _, _, layout = build_tiny(by_type("kimi_k25_vision"))
+    assert layout == "patches as images"
+    inputs = main_input(model, torch.Generator().manual_seed(0), layout=layout)
+    p = model.config.patch_size
+    assert inputs["pixel_values"].shape[1:] == (3, p, p)
+    assert inputs["pixel_values"].shape[0] == int(inputs["grid_thw"].prod(-1).sum())
+    with torch.no_grad():
+        assert torch.isfinite(model(**inputs).last_hidden_state).all()

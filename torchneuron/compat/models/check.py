@@ -224,7 +224,7 @@ def _build(arch: Architecture, profile: str):
 
 def _layouts(model, arch: Architecture) -> tuple[str, ...]:
     """The input layouts worth trying: the documented one, and the others only where the model
-    takes audio, token ids over several codebooks or images."""
+    takes audio, token ids over several codebooks, images or patches on a grid."""
     try:  # every input the battery may give, the documented ones included (CLVP's features)
         inputs = forward_inputs(model, arch.head, torch.Generator().manual_seed(SEED),
                                 EVERY_DOCUMENTED)
@@ -241,6 +241,8 @@ def _layouts(model, arch: Architecture) -> tuple[str, ...]:
         layouts.append("processor image size")
     if "pixel_values" in inputs and inputs["pixel_values"].dim() == 4:
         layouts.append("images per sample")
+    if "grid_thw" in inputs:
+        layouts.append("patches as images")
     return tuple(layouts)
 
 

@@ -174,7 +174,7 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
 # flattened per codebook. The battery tries the layouts in order (check.build_tiny records
 # which ran).
 LAYOUTS = ("as documented", "audio transposed", "ids per codebook", "processor image size",
-           "images per sample")
+           "images per sample", "patches as images")
 IMAGES_PER_SAMPLE = 2  # a pair: what matchers take (LightGlue), and several images for the others
 AUDIO_INPUTS = ("input_values", "input_features", "latents")
 
@@ -221,7 +221,22 @@ def main_input(model, gen: torch.Generator, name: str | None = None,
         return _ids_per_codebook(model, inputs, gen)
     if layout == "images per sample":
         return _images_per_sample(inputs, gen)
+    if layout == "patches as images":
+        return _patches_as_images(model, inputs)
     return inputs
+
+
+def _patches_as_images(model, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Grid towers whose patch embedding is a convolution (Kimi-K2.5's) take each patch as a
+    small image, (patches, channels, patch, patch), instead of flattened."""
+    patch = _sub(model.config, "patch_size")
+    if not isinstance(patch, int) or not any(k.endswith("grid_thw") for k in inputs):
+        return inputs
+    out = dict(inputs)
+    for name, x in inputs.items():
+        if x.dim() == 2 and x.is_floating_point() and x.shape[1] % (patch * patch) == 0:
+            out[name] = x.reshape(x.shape[0], -1, patch, patch)
+    return out
 
 
 def _images_per_sample(inputs: dict[str, torch.Tensor], gen: torch.Generator):
