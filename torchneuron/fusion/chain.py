@@ -108,6 +108,27 @@ class Output:
     into_input: int | None = None
 
 
+class _HashedKey(tuple):
+    """A nested key tuple that hashes once: a chain kept by the queue is looked up at every
+    hand-over, and rehashing its steps cost more than the rest of the lookup."""
+
+    def __new__(cls, items: tuple) -> _HashedKey:
+        key = super().__new__(cls, items)
+        key._hash = tuple.__hash__(key)
+        return key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):
+        return (_HashedKey, (tuple(self),))
+
+
+@functools.cache
+def _op_name(op: Any) -> str:
+    return str(op)  # "aten.mul.Tensor": the same in every process
+
+
 def _constant_key(value: Any) -> tuple:
     if isinstance(value, (list, tuple)):
         return ("seq", tuple(_constant_key(v) for v in value))
@@ -188,15 +209,16 @@ class Chain:
         return _constant_key(value)
 
     def _make_static_key(self) -> tuple:
-        steps = tuple((str(s.op), tuple(self._argument_key(a) for a in s.args),
+        steps = tuple((_op_name(s.op), tuple(self._argument_key(a) for a in s.args),
                        tuple((k, self._argument_key(v)) for k, v in s.kwargs))
                       for s in self.steps)
         outputs = tuple((o.step, o.into_input) for o in self.outputs)
-        return (SIGNATURE_VERSION, tuple(i.key() for i in self.inputs), steps, outputs)
+        return _HashedKey((SIGNATURE_VERSION, tuple(i.key() for i in self.inputs), steps,
+                           outputs))
 
     def signature(self, threads: int | None = None) -> tuple:
         """The compile-cache key; `threads` defaults to the caller's torch.get_num_threads()."""
-        return self._static_key + (torch.get_num_threads() if threads is None else threads,)
+        return (self._static_key, torch.get_num_threads() if threads is None else threads)
 
     def digest(self, threads: int | None = None) -> str:
         """The signature as a short hex string (the same in every process)."""

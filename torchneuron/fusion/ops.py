@@ -32,19 +32,40 @@ def _unfit_for_a_step(op: torch._ops.OpOverload) -> bool:
             or torch.Tag.nondeterministic_seeded in op.tags)
 
 
+def _classify(op: torch._ops.OpOverload) -> str | None:
+    if op in REDUCTIONS:
+        return "reduction"
+    if torch.Tag.pointwise in op.tags and not _unfit_for_a_step(op):
+        return "pointwise"
+    return None
+
+
+# Per op, keyed by id (OpOverload hashes in Python, slowly): chains are described at every queue
+# hand-over. The op is kept in the value, so its id stays its own.
+_kinds: dict[int, tuple[object, str | None]] = {}
+
+
+def _kind_of(op: object) -> str | None:
+    known = _kinds.get(id(op))
+    if known is None or known[0] is not op:
+        known = (op, _classify(op) if isinstance(op, torch._ops.OpOverload) else None)
+        if isinstance(op, torch._ops.OpOverload):
+            _kinds[id(op)] = known
+    return known[1]
+
+
 def is_pointwise(op: object) -> bool:
     """True for a functional OpOverload tagged torch.Tag.pointwise."""
-    return (isinstance(op, torch._ops.OpOverload) and torch.Tag.pointwise in op.tags
-            and not _unfit_for_a_step(op))
+    return _kind_of(op) == "pointwise"
 
 
 def is_reduction(op: object) -> bool:
     """True for the reductions that may end a chain (sum/mean/amax/amin/prod over dims)."""
-    return op in REDUCTIONS
+    return _kind_of(op) == "reduction"
 
 
 def is_fusible(op: object) -> bool:
-    return is_pointwise(op) or is_reduction(op)
+    return _kind_of(op) is not None
 
 
 def fusion_enabled() -> bool:
