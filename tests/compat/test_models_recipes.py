@@ -264,3 +264,16 @@ def test_a_grid_tower_with_a_convolutional_patch_embedding_gets_each_patch_as_an
     assert inputs["pixel_values"].shape[0] == int(inputs["grid_thw"].prod(-1).sum())
     with torch.no_grad():
         assert torch.isfinite(model(**inputs).last_hidden_state).all()
+
+
+def test_sizes_are_read_from_any_sub_config_too():
+    from torchneuron.compat.models.inputs import _sub
+
+    # Nemotron 3.5 Transcribe's audio tower names its mel bins in asr_config only.
+    model, _, _, _, _ = build_tiny(by_type("nemotron3_5_transcribe_audio"))
+    bins = model.config.asr_config.num_mel_bins
+    assert _sub(model.config, "num_mel_bins") == bins
+    features = main_input(model, torch.Generator().manual_seed(0))["input_features"]
+    assert features.shape[-1] == bins
+    with torch.no_grad():
+        assert torch.isfinite(model(input_features=features).last_hidden_state).all()

@@ -25,13 +25,23 @@ class NoInputRecipe(Exception):
     """The model's main input is of a kind the battery cannot make from its config."""
 
 
+_PARTS = ("vision_config", "audio_config", "encoder_config", "text_config", "encoder", "decoder",
+          "decoder_config", "language_config", "llm_config", "thinker_config", "text_encoder",
+          "backbone_config", "model_config")
+
+
+def _parts(config):
+    """The config, its usual parts in _PARTS' order, then any other sub-config it holds (a
+    codec's semantic_model_config, a transcriber's asr_config)."""
+    listed = [getattr(config, p, None) for p in _PARTS]
+    others = [v for k, v in sorted(vars(config).items()) if k not in _PARTS and hasattr(v, "to_dict")
+              and v is not config] if hasattr(config, "__dict__") else []
+    return (config, *listed, *others)
+
+
 def _sub(config, *names):
-    """The first attribute among `names` on the config or on its vision/audio/text parts."""
-    for part in (config, *(getattr(config, p, None) for p in
-                           ("vision_config", "audio_config", "encoder_config", "text_config",
-                            "encoder", "decoder", "decoder_config", "language_config",
-                            "llm_config", "thinker_config", "text_encoder",
-                            "backbone_config", "model_config"))):
+    """The first attribute among `names` on the config or on its parts (_parts)."""
+    for part in _parts(config):
         if part is None:
             continue
         for name in names:
