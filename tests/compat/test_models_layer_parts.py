@@ -44,3 +44,12 @@ def test_a_documented_audio_input_gets_the_audio_layouts_too():
     assert "audio transposed" in _layouts(model, by_type("clvp"))
     model, *_, layout = build_tiny(by_type("clvp"))
     assert layout == "audio transposed"
+
+
+def test_key_value_heads_of_each_side_stay_equal_to_that_sides_query_heads():
+    out = shrink_dict({"encoder_num_attention_heads": 8, "encoder_num_key_value_heads": 8,
+                       "decoder_num_attention_heads": 8, "decoder_num_key_value_heads": None})
+    assert out["encoder_num_key_value_heads"] == out["encoder_num_attention_heads"] == 4
+    assert out["decoder_num_key_value_heads"] == out["decoder_num_attention_heads"] == 4
+    grouped = shrink_dict({"encoder_num_attention_heads": 8, "encoder_num_key_value_heads": 2})
+    assert grouped["encoder_num_key_value_heads"] == 2  # grouped-query attention stays grouped

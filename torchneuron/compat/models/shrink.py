@@ -255,6 +255,10 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
     kv = next((k for k in _KV_HEAD_KEYS if k in d), None)
     if kv and isinstance(heads, int) and d[kv] in (None, d.get("num_attention_heads")):
         out[kv] = heads  # None is documented as "as many as num_attention_heads"
+    for side in ("encoder_", "decoder_"):  # the same per side (Moonshine's encoder and decoder)
+        kv, query = f"{side}num_key_value_heads", f"{side}num_attention_heads"
+        if kv in d and isinstance(out.get(query), int) and d[kv] in (None, d.get(query)):
+            out[kv] = out[query]
     topk = next((k for k in _TOPK_KEYS if k in d and d[k] is None), None)
     if topk and any(isinstance(out.get(k), int) for k in _EXPERT_KEYS):
         out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
