@@ -142,3 +142,25 @@ def test_the_process_cache_takes_its_hotness_from_the_configuration(monkeypatch)
     assert fusion.stats()["hot"] == 5 and fusion.wait_for_compiles(timeout=1)
     assert fusion.lookup(chains.arithmetic()[0]) is None
     assert fusion.stats()["lookups"] == 1
+
+
+def test_a_forked_child_compiles_on_a_thread_of_its_own():
+    import os
+
+    compile = RecordingCompile()
+    compile.release.clear()
+    cache = ChainCache(hot=1, compile=compile)
+    chain, _ = chains.arithmetic()
+    cache.lookup(chain)  # the parent's compile thread holds it
+    pid = os.fork()
+    if pid == 0:  # the child: no compile pending, and a new thread compiles what it needs
+        ok = cache.stats()["pending"] == 0
+        compile.release.set()
+        cache.lookup(chain)
+        ok = ok and cache.wait(timeout=30) and cache.lookup(chain) is not None
+        os._exit(0 if ok and compile.threads[-1] is not threading.current_thread() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert cache.stats()["pending"] == 1  # the parent's compile is still its own
+    compile.release.set()
+    assert cache.wait(timeout=30)
