@@ -27,6 +27,16 @@ def settle() -> None:
     _C._settle()
 
 
+def guard_host_kernels(namespace: str) -> tuple[str, ...]:
+    """For a C++ extension whose kernels are catch-alls (registered with TORCH_LIBRARY's
+    `m.def("op", &fn)`, no dispatch key): such a kernel runs directly on neuron tensors and reads
+    their memory through data pointers, ahead of the dispatcher's neuron fallback and so without
+    its wait for queued work. Call this once the extension is loaded: each of the namespace's
+    catch-all-only ops then waits for queued work first (csrc/aten/HostKernels.h). Returns the
+    ops guarded by this call."""
+    return tuple(_C._guard_host_kernels(namespace))
+
+
 def drain_at_exit() -> None:
     """At interpreter exit: queued work finishes before the process tears down what it uses. An
     error it raised has no synchronization point left to surface at; it is printed."""
