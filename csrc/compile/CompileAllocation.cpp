@@ -5,7 +5,6 @@
 // call and its Python overhead is what compiled code pays on top of the kernels.
 #include "compile/CompileAllocation.h"
 
-#include "device/ExecutionQueue.h"
 #include "device/NeuronAllocator.h"
 
 #include <ATen/EmptyTensor.h>
@@ -62,25 +61,8 @@ PyMethodDef kEmptyStrided = {
     "_empty_strided(size, stride, dtype): an uninitialized neuron tensor on the current device "
     "(the buffer allocation of torch.compile's generated code)"};
 
-PyObject* settle_neuron(PyObject* /*module*/, PyObject* /*args*/) {
-  HANDLE_TH_ERRORS
-  if (exec::idle()) {
-    exec::settle();  // nothing to wait for; raises an error queued work left
-  } else {
-    pybind11::gil_scoped_release no_gil;  // queued work never needs the GIL
-    exec::settle();
-  }
-  Py_RETURN_NONE;
-  END_HANDLE_TH_ERRORS
-}
-
-PyMethodDef kSettle = {
-    "_settle_for_kernel", settle_neuron, METH_NOARGS,
-    "_settle_for_kernel(): waits for queued neuron work before a compiled C++ kernel runs"};
-
 }  // namespace
 
 PyObject* empty_strided_function() { return PyCFunction_New(&kEmptyStrided, nullptr); }
-PyObject* settle_function() { return PyCFunction_New(&kSettle, nullptr); }
 
 }  // namespace torchneuron

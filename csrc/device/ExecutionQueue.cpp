@@ -47,6 +47,7 @@ std::atomic<bool> g_async{false};
 std::atomic<bool> g_blocking{false};
 thread_local bool t_worker = false;
 thread_local int t_inline_depth = 0;  // InlineScopes open on this thread
+thread_local int t_item_depth = 0;    // ItemScopes open on this thread
 
 // Items queued or running over all streams, and devices with a pending error: the two loads
 // that make settle() free when the device is idle.
@@ -132,6 +133,38 @@ void keep_error(c10::DeviceIndex device, std::exception_ptr error) {
     g_errors[device] = std::move(error);
     g_error_count.fetch_add(1);
   }
+}
+
+// The work an open ItemScope collected on this thread: pieces of one stream, in call order.
+struct Piece {
+  const char* name;
+  std::function<void()> work;
+};
+struct CollectedItem {
+  c10::Stream stream{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, 0)};
+  std::vector<Piece> pieces;
+};
+thread_local CollectedItem t_collected;
+
+void enqueue_now(const c10::Stream& stream, const char* name, std::function<void()> work);
+
+// Queues what this thread's ItemScope collected as one item (before anything that must come
+// after it: a synchronization, a marker, work on another stream, the scope's end).
+void flush_collected() {
+  if (t_collected.pieces.empty()) return;
+  auto pieces = std::make_shared<std::vector<Piece>>(std::move(t_collected.pieces));
+  t_collected.pieces.clear();
+  const c10::DeviceIndex device = t_collected.stream.device_index();
+  enqueue_now(t_collected.stream, "compiled graph", [pieces, device] {
+    for (Piece& piece : *pieces) {
+      try {
+        piece.work();
+      } catch (...) {
+        keep_error(device, current_error_named(piece.name));
+      }
+      piece.work = nullptr;  // what the piece held is freed as soon as it ran
+    }
+  });
 }
 
 void run_worker(StreamQueue* q) {
@@ -235,9 +268,16 @@ bool queuing() {
 InlineScope::InlineScope() { ++t_inline_depth; }
 InlineScope::~InlineScope() { --t_inline_depth; }
 
+ItemScope::ItemScope() { ++t_item_depth; }
+ItemScope::~ItemScope() {
+  if (--t_item_depth == 0) flush_collected();
+}
+
 bool idle() { return g_pending.load(std::memory_order_acquire) == 0; }
 
-bool run_inline(std::size_t bytes) { return !queuing() || (bytes <= kInlineBytes && idle()); }
+bool run_inline(std::size_t bytes) {
+  return !queuing() || (bytes <= kInlineBytes && idle() && t_collected.pieces.empty());
+}
 
 c10::Stream current_stream(c10::DeviceIndex device) {
   const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
@@ -245,6 +285,17 @@ c10::Stream current_stream(c10::DeviceIndex device) {
 }
 
 void enqueue(const c10::Stream& stream, const char* name, std::function<void()> work) {
+  if (t_item_depth > 0 && !t_worker) {
+    if (!t_collected.pieces.empty() && t_collected.stream != stream) flush_collected();
+    t_collected.stream = stream;
+    t_collected.pieces.push_back(Piece{name, std::move(work)});
+    return;
+  }
+  enqueue_now(stream, name, std::move(work));
+}
+
+namespace {
+void enqueue_now(const c10::Stream& stream, const char* name, std::function<void()> work) {
   StreamQueue* q = queue_for(stream);
   Item item{name, std::move(work), at::get_num_threads(), profiler::current_correlation()};
   g_pending.fetch_add(1);
@@ -255,6 +306,7 @@ void enqueue(const c10::Stream& stream, const char* name, std::function<void()> 
   }
   q->has_work.notify_one();
 }
+}  // namespace
 
 void raise_pending_error(c10::DeviceIndex device) {
   if (g_error_count.load(std::memory_order_acquire) == 0) return;
@@ -268,17 +320,20 @@ void raise_pending_error(c10::DeviceIndex device) {
 }
 
 void synchronize_stream(const c10::Stream& stream) {
+  flush_collected();
   if (StreamQueue* q = find_queue(stream)) wait_drained(q);
   raise_pending_error(stream.device_index());
 }
 
 void synchronize_device(c10::DeviceIndex device) {
+  flush_collected();
   for (StreamQueue* q : queues_of(device)) wait_drained(q);
   raise_pending_error(device);
 }
 
 void settle() {
   if (t_worker) return;
+  flush_collected();
   if (g_pending.load(std::memory_order_acquire) == 0 &&
       g_error_count.load(std::memory_order_acquire) == 0) {
     return;
@@ -290,6 +345,7 @@ void settle() {
 }
 
 bool query_stream(const c10::Stream& stream) {
+  flush_collected();
   StreamQueue* q = find_queue(stream);
   if (q == nullptr) return true;
   std::lock_guard<std::mutex> lock(q->m);
@@ -315,6 +371,7 @@ std::int64_t Marker::time_ns() const {
 }
 
 Marker record_marker(const c10::Stream& stream) {
+  flush_collected();
   auto state = std::make_shared<Marker::State>(stream);
   StreamQueue* q = queuing() ? find_queue(stream) : nullptr;
   bool queued = false;

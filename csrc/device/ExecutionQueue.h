@@ -48,13 +48,27 @@ class InlineScope {
   InlineScope& operator=(const InlineScope&) = delete;
 };
 
+// While open on a thread, the work that thread queues on one stream is collected into a single
+// item of that stream, queued when the outermost scope closes (or earlier, when the thread
+// synchronizes or turns to another stream): a compiled graph's kernels and extern ops reach
+// the worker as one item, as a captured graph does on an accelerator. An error inside keeps
+// the name of the piece that raised it; the pieces after it still run.
+class ItemScope {
+ public:
+  ItemScope();
+  ~ItemScope();
+  ItemScope(const ItemScope&) = delete;
+  ItemScope& operator=(const ItemScope&) = delete;
+};
+
 // True when no work is queued or running on any stream of any device (one atomic load).
 bool idle();
 // The largest operand (bytes) that runs on the calling thread when the device is idle in async
 // mode: a small op then pays no hand-off to a worker (`x + y; x.sum().item()` stays cheap).
 constexpr std::size_t kInlineBytes = 64 * 1024;
 // True when an op whose largest operand has `bytes` bytes may run on the calling thread now:
-// always when not queuing; when queuing, only small ops on an idle device.
+// always when not queuing; when queuing, only small ops on an idle device with no work collected
+// by an open ItemScope.
 bool run_inline(std::size_t bytes);
 
 // Queues `work` on `stream`. `name` (an op's name; must outlive the work) prefixes an error the

@@ -3,9 +3,11 @@
 // torchneuron/__init__.py's order, and reads the allocator's figures here.
 #include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
+#include "aten/HostKernels.h"
 #include "aten/HostAccess.h"
 #include "aten/KernelScope.h"
 #include "compile/CompileAllocation.h"
+#include "compile/KernelLaunch.h"
 #include "device/CurrentDevice.h"
 #include "device/ExecutionQueue.h"
 #include "device/Lifecycle.h"
@@ -139,6 +141,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_register_hooks", &tn::register_hooks);
   m.def("_install_kernel_cpu_allocator", &tn::install_kernel_cpu_allocator);
   m.def("_route_to_cpu_kernels", &tn::route_to_cpu_kernels);
+  m.def("_guard_host_kernels", &tn::guard_host_kernels);
 
   m.def("_is_configured", &tn::rt::configured);
   m.def("_init", &tn::mark_initialized);
@@ -210,7 +213,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_override_host_addressable_for_testing", &tn::override_host_addressable_for_testing);
   // A bare CPython function, not pybind11's: its call overhead is what torch.compile pays.
   m.add_object("_empty_strided", py::reinterpret_steal<py::object>(tn::empty_strided_function()));
-  m.add_object("_settle_for_kernel", py::reinterpret_steal<py::object>(tn::settle_function()));
+  m.add_object("_launch_kernel", py::reinterpret_steal<py::object>(tn::launch_function()));
+  m.add_object("_as_one_item", py::reinterpret_steal<py::object>(tn::as_one_item_function()));
   m.def("_autocast_op_lists", &tn::autocast_op_lists);
 
   m.def("_default_generator", [](int d) {

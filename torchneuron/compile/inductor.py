@@ -34,7 +34,8 @@ from .device_interface import NeuronInterface
 
 DEVICE = "neuron"
 ALLOCATOR = "empty_strided_neuron"  # torchneuron._C._empty_strided, in the generated wrapper
-SETTLE = "settle_neuron"  # torchneuron._C._settle_for_kernel, before each C++ kernel call
+LAUNCH = "launch_neuron"  # torchneuron._C._launch_kernel, each C++ kernel call
+ONE_ITEM = "as_one_item"  # torchneuron._C._as_one_item, around the graph's call
 CPP_WRAPPER_UNSUPPORTED = (
     "torch.compile on neuron does not support cpp_wrapper=True (AOTInductor's C++ wrapper has a "
     "runtime header only for built-in devices); compile without it: the generated Python "
@@ -45,10 +46,11 @@ CPP_WRAPPER_UNSUPPORTED = (
 # internal: see runtime/torch_internals.py "SubgraphPythonWrapperCodegen"
 # internal: see runtime/torch_internals.py "track_memory_lifecycle"
 class _NeuronKernelCalls:
-    """Emits neuron kernel launches as plain calls of the compiled C++ kernel (the software
-    NeuronCore finishes a kernel before the call returns, so there is no stream to pass) and
-    buffer allocations as calls of `empty_strided_neuron` (0.3 us, where the generic
-    `empty_strided(..., device='neuron')` costs 1.1 us in Python's argument parsing)."""
+    """Emits neuron kernel launches as `launch_neuron(kernel, *args)`: the compiled C++ kernel
+    runs at once when execution is synchronous, else it is queued on its buffers' stream (after
+    the work queued there, as the graph's extern ops are), and buffer allocations as calls of
+    `empty_strided_neuron` (0.3 us, where the generic `empty_strided(..., device='neuron')`
+    costs 1.1 us in Python's argument parsing)."""
 
     def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None,
                         is_pinned=False):
@@ -70,10 +72,7 @@ class _NeuronKernelCalls:
         # internal: see runtime/torch_internals.py "V.graph.get_current_device_or_throw"
         device = device or V.graph.get_current_device_or_throw()
         if device.type == DEVICE and not triton:
-            # The kernel reads and writes neuron memory from this thread: after the queued work
-            # (asynchronous execution: the graph's extern kernels may have been queued).
-            self.writeline(f"{SETTLE}()")
-            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            self.writeline(self.wrap_kernel_call(LAUNCH, [kernel_name, *call_args]))
             return
         super()._generate_kernel_call_helper(kernel_name, call_args, device=device,
                                              triton=triton, **kwargs)
@@ -89,7 +88,15 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
     def write_header(self) -> None:
         super().write_header()
         self.imports.writeline(f"from torchneuron._C import _empty_strided as {ALLOCATOR}")
-        self.imports.writeline(f"from torchneuron._C import _settle_for_kernel as {SETTLE}")
+        self.imports.writeline(f"from torchneuron._C import _launch_kernel as {LAUNCH}")
+        self.imports.writeline(f"from torchneuron._C import _as_one_item as {ONE_ITEM}")
+
+    # internal: see runtime/torch_internals.py "wrapper.PythonWrapperCodegen"
+    def generate_after_suffix(self, result) -> None:
+        super().generate_after_suffix(result)
+        # The graph's work (its kernels and the extern ops it dispatches) reaches the stream as
+        # one queued item when execution is asynchronous (csrc/compile/KernelLaunch.h).
+        result.writeline(f"{self.launcher_fn_name} = {ONE_ITEM}({self.launcher_fn_name})")
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):

@@ -828,9 +828,10 @@ ENTRIES: tuple[Internal, ...] = (
         exists(f"{_IND}.codegen.cpp.CppScheduling", of_type=type)),
     Internal(
         f"{_IND}.codegen.wrapper.PythonWrapperCodegen", "relied on", (_INDUCTOR_PY,),
-        "subclassed: neuron's wrapper overrides make_allocation, write_header, create and the "
-        "private _generate_kernel_call_helper, and calls codegen_python_shape_tuple, "
-        "wrap_kernel_call, writeline and imports",
+        "subclassed: neuron's wrapper overrides make_allocation, write_header, create, "
+        "generate_after_suffix and the private _generate_kernel_call_helper, and calls "
+        "codegen_python_shape_tuple, wrap_kernel_call, writeline, imports and reads "
+        "launcher_fn_name (the graph's call, wrapped to queue as one item)",
         _all(exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen.make_allocation",
                     params=("self", "name", "device", "dtype", "shape", "stride",
                             "allocation_shape", "is_pinned")),
@@ -841,8 +842,12 @@ ENTRIES: tuple[Internal, ...] = (
              exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen",
                     members=("write_header", "codegen_python_shape_tuple", "wrap_kernel_call",
                              "writeline")),
+             exists(f"{_IND}.codegen.wrapper.PythonWrapperCodegen.generate_after_suffix",
+                    params=("self", "result")),
              contains(f"{_IND}.codegen.wrapper", "PythonWrapperCodegen.__init__",
-                      "self.imports = ")),
+                      "self.imports = "),
+             contains(f"{_IND}.codegen.wrapper", "PythonWrapperCodegen.write_launcher_fn_call_get_indent",
+                      "def {self.launcher_fn_name}(args):")),
         covers=("._generate_kernel_call_helper",)),
     Internal(
         f"{_IND}.codegen.wrapper.SubgraphPythonWrapperCodegen", "relied on", (_INDUCTOR_PY,),
@@ -1420,12 +1425,16 @@ ENTRIES: tuple[Internal, ...] = (
                     "tensor_factor"),
              _premul_sum_is_a_reduce_op),
         covers=("c10d::ReduceOp", "c10d::PreMulSumSupplement")),
-    _cpp("torch/csrc Python glue (THPVariable_Wrap, THPDtype, python_error)",
-         ("CompileAllocation.cpp", "Module.cpp"),
-         "empty_strided_neuron is a bare CPython function for the compiled wrapper's speed",
+    _cpp("torch/csrc Python glue (THPVariable_Wrap/Check/Unpack, THPDtype, python_error)",
+         ("CompileAllocation.cpp", "KernelLaunch.cpp", "Module.cpp"),
+         "empty_strided_neuron and launch_neuron are bare CPython functions for the compiled "
+         "wrapper's speed",
          header("torch/csrc/Dtype.h", "THPDtype_Check", "scalar_type"),
+         header("torch/csrc/autograd/python_variable.h", "THPVariable_Check",
+                "THPVariable_Unpack"),
          symbols=("_Z16THPVariable_WrapON2at10TensorBaseE", "THPDtypeType"),
-         covers=("THPVariable_Wrap", "THPDtype_Check", "python_error")),
+         covers=("THPVariable_Wrap", "THPDtype_Check", "THPVariable_Check", "THPVariable_Unpack",
+                 "python_error")),
     Internal(
         "at::native::ZeroTensorAllocator", "relied on", ("ZeroTensors.cpp",),
         "neuron builds autograd's efficient zero tensors itself, keeping the ZeroTensor key",

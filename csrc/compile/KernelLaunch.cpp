@@ -1,0 +1,210 @@
+// Asynchronous execution for compiled graphs. Inductor compiles a neuron graph's fused loops as
+// CPU C++ kernels (the software NeuronCore's kernels, on host-addressable device memory) and
+// calls them from a generated Python wrapper. Here a kernel call becomes a launch: when queuing,
+// the kernel's arguments are resolved at the call (tensors to their data pointers, whose memory
+// the wrapper allocated at the call; ints by value) and the stream's worker calls the kernel's
+// C entry point with them, without Python's GIL, so the calling thread runs on. A call Python
+// must make (an argument the C entry point cannot take by value) holds the GIL on the worker.
+//
+// A graph's `call` runs inside exec::ItemScope (as_one_item), so its kernels and the extern ops
+// it dispatches (matmuls, fallbacks) reach the stream as one item, in the wrapper's order.
+#include "compile/KernelLaunch.h"
+
+#include "device/ExecutionQueue.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <dlfcn.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace torchneuron {
+namespace {
+
+// Inductor's C++ kernels take pointers and 64-bit ints only (floats go through Python below), all
+// passed in integer registers or integer stack slots: a call through a prototype of N uintptr_t
+// parameters is the same call as through the kernel's own prototype of N such parameters.
+using RawCall = void (*)(void* entry, const std::uintptr_t* args);
+constexpr std::size_t kMaxRawArgs = 64;
+
+template <std::size_t... I>
+void call_entry(void* entry, const std::uintptr_t* args, std::index_sequence<I...>) {
+  using Entry = void (*)(decltype(static_cast<void>(I), std::uintptr_t{})...);
+  reinterpret_cast<Entry>(entry)(args[I]...);
+}
+template <std::size_t N>
+void call_with_n(void* entry, const std::uintptr_t* args) {
+  call_entry(entry, args, std::make_index_sequence<N>{});
+}
+template <std::size_t... N>
+constexpr std::array<RawCall, sizeof...(N)> raw_calls(std::index_sequence<N...>) {
+  return {&call_with_n<N>...};
+}
+constexpr auto kRawCalls = raw_calls(std::make_index_sequence<kMaxRawArgs + 1>{});
+
+// The C entry point (`kernel`) of a kernel Inductor loaded as a Python extension module
+// (CppPythonBindingsCodeCache: the module's function `kernel` wraps the C function `kernel`),
+// or nullptr. Found once per kernel; the map keeps the kernel object, so its address is not reused.
+void* entry_point(PyObject* kernel) {
+  static auto* found = new std::unordered_map<PyObject*, void*>();  // guarded by the GIL
+  auto it = found->find(kernel);
+  if (it != found->end()) return it->second;
+  void* entry = nullptr;
+  if (PyCFunction_Check(kernel)) {
+    PyObject* module = PyCFunction_GET_SELF(kernel);
+    if (module != nullptr && PyModule_Check(module)) {
+      PyObject* path = PyModule_GetFilenameObject(module);  // new reference
+      if (path != nullptr) {
+        const char* file = PyUnicode_AsUTF8(path);
+        if (void* handle = file ? dlopen(file, RTLD_LAZY | RTLD_NOLOAD) : nullptr) {
+          entry = dlsym(handle, "kernel");
+          dlclose(handle);  // the module keeps the library loaded
+        }
+        Py_DECREF(path);
+      }
+    }
+  }
+  PyErr_Clear();
+  Py_INCREF(kernel);
+  found->emplace(kernel, entry);
+  return entry;
+}
+
+// Python references a queued call holds; dropped under the GIL on whichever thread frees them.
+struct PythonRefs {
+  std::vector<PyObject*> refs;
+  ~PythonRefs() {
+    if (refs.empty() || !Py_IsInitialized()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    for (PyObject* r : refs) Py_DECREF(r);
+    PyGILState_Release(gil);
+  }
+};
+
+[[noreturn]] void raise_python_error() {
+  // The worker turns this into the device's pending error, raised at the next synchronization.
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string message = "compiled kernel raised an error";
+  if (value != nullptr) {
+    if (PyObject* text = PyObject_Str(value)) {
+      if (const char* utf8 = PyUnicode_AsUTF8(text)) message = utf8;
+      Py_DECREF(text);
+    }
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyErr_Clear();
+  TORCH_CHECK(false, message);
+}
+
+PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs >= 1 && PyCallable_Check(args[0]),
+                   "launch_neuron(kernel, *args): the first argument must be the compiled kernel");
+  PyObject* kernel = args[0];
+  PyObject* const* kernel_args = args + 1;
+  const std::size_t n = static_cast<std::size_t>(nargs - 1);
+
+  // Which stream: the first neuron buffer's device; a CPU tensor argument (read when the kernel
+  // runs, which the caller could change in between) or none at all makes the call synchronous.
+  bool queue = exec::queuing();
+  bool raw = n <= kMaxRawArgs;
+  c10::DeviceIndex device = -1;
+  for (std::size_t i = 0; queue && i < n; ++i) {
+    PyObject* a = kernel_args[i];
+    if (THPVariable_Check(a)) {
+      const at::Tensor& t = THPVariable_Unpack(a);
+      if (!t.is_privateuseone()) queue = false;
+      else if (device < 0) device = t.device().index();
+    } else if (!PyLong_Check(a)) {
+      raw = false;  // a float (or anything else): only the Python binding converts it
+    }
+  }
+  if (!queue || device < 0) {
+    exec::settle();  // the kernel reads and writes neuron memory from this thread (waits drop the GIL)
+    return PyObject_Vectorcall(kernel, kernel_args, n, nullptr);
+  }
+
+  const c10::Stream stream = exec::current_stream(device);
+  void* entry = raw ? entry_point(kernel) : nullptr;
+  if (entry != nullptr) {
+    auto values = std::make_shared<std::vector<std::uintptr_t>>(n);
+    std::vector<c10::Storage> storages;  // keeps the buffers' memory until the kernel ran
+    for (std::size_t i = 0; i < n; ++i) {
+      PyObject* a = kernel_args[i];
+      if (THPVariable_Check(a)) {
+        const at::Tensor& t = THPVariable_Unpack(a);
+        (*values)[i] = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+        storages.push_back(t.storage());
+      } else {
+        const long long v = PyLong_AsLongLong(a);
+        if (v == -1 && PyErr_Occurred()) throw python_error();
+        (*values)[i] = static_cast<std::uintptr_t>(v);
+      }
+    }
+    exec::enqueue(stream, "compiled kernel", [entry, values, storages = std::move(storages)] {
+      kRawCalls[values->size()](entry, values->data());
+    });
+    Py_RETURN_NONE;
+  }
+
+  // Through the Python binding, on the worker, holding the GIL for the call.
+  auto refs = std::make_shared<PythonRefs>();
+  refs->refs.reserve(n + 1);
+  for (Py_ssize_t i = 0; i <= static_cast<Py_ssize_t>(n); ++i) {
+    Py_INCREF(args[i]);
+    refs->refs.push_back(args[i]);
+  }
+  exec::enqueue(stream, "compiled kernel", [refs] {
+    pybind11::gil_scoped_acquire gil;
+    PyObject* result = PyObject_Vectorcall(refs->refs[0], refs->refs.data() + 1,
+                                           refs->refs.size() - 1, nullptr);
+    if (result == nullptr) raise_python_error();
+    Py_DECREF(result);
+  });
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef kLaunch = {
+    "_launch_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch_neuron)),
+    METH_FASTCALL,
+    "_launch_kernel(kernel, *args): runs a compiled C++ kernel on neuron buffers, queued on their "
+    "stream when execution is asynchronous"};
+
+PyObject* one_item_call(PyObject* call, PyObject* args, PyObject* kwargs) {
+  exec::ItemScope scope;  // closes (queuing what it collected) on return and on error
+  return PyObject_Call(call, args, kwargs);
+}
+
+PyObject* as_one_item(PyObject* /*module*/, PyObject* call) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(PyCallable_Check(call), "as_one_item(call): call must be callable");
+  static PyMethodDef def = {
+      "call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(one_item_call)),
+      METH_VARARGS | METH_KEYWORDS, "a compiled graph's call, queued as one item"};
+  // The wrapped callable rides as the function's self.
+  return PyCFunction_New(&def, call);
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef kAsOneItem = {
+    "_as_one_item", as_one_item, METH_O,
+    "_as_one_item(call): a compiled graph's call whose queued work reaches its stream as one item"};
+
+}  // namespace
+
+PyObject* launch_function() { return PyCFunction_New(&kLaunch, nullptr); }
+PyObject* as_one_item_function() { return PyCFunction_New(&kAsOneItem, nullptr); }
+
+}  // namespace torchneuron
