@@ -271,6 +271,41 @@ def check_compiled_graph_equals_cpu():
     del y
 
 
+def check_compiled_graph_is_one_queued_item():
+    def f(a):
+        return (torch.sin(a) * 3 + torch.cos(a)).sum(0)
+
+    a = torch.randn(1500, 1500)
+    compiled = torch.compile(f, backend="neuron")
+    an = a.to("neuron")
+    compiled(an)  # compiles now; later calls only launch
+    torch.neuron.synchronize()
+    y, ref = queued_work()
+    out = compiled(an)
+    busy = not _C._device_idle()
+    torch.testing.assert_close(out.cpu(), f(a), rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(y.cpu(), ref, rtol=1e-4, atol=1e-2)
+    assert busy, "a compiled graph's call waited for the work queued before it"
+
+
+def check_copy_into_a_strided_view_is_queued():
+    y, ref = queued_work()
+    out = torch.zeros(BIG, 2 * BIG, device="neuron")
+    out[:, 1::2].copy_(y)  # a strided, non-dense destination (what a slice's backward fills)
+    busy = not _C._device_idle()
+    expected = torch.zeros(BIG, 2 * BIG)
+    expected[:, 1::2].copy_(ref)
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-2)
+    assert busy, "the copy into a strided view waited for the work queued before it"
+    # An overlapping destination still raises the CPU's error at the call.
+    try:
+        torch.zeros(1, device="neuron").expand(4).copy_(torch.ones(4, device="neuron"))
+    except RuntimeError as e:
+        assert "unsupported operation" in str(e), e
+    else:
+        raise AssertionError("a copy into an expanded tensor did not raise")
+
+
 def check_profiler_records_queued_kernels():
     x = torch.randn(BIG, BIG, device="neuron")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,

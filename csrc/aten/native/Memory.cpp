@@ -11,6 +11,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/Functions.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
@@ -166,13 +167,17 @@ at::Tensor copy_now(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
 
 // Whether a copy may be queued (asynchronous execution): within one neuron device, or between
 // pinned host memory and the device with non_blocking=True, as CUDA runs those on its stream.
-// From or to pageable host memory a copy is synchronous, as on CUDA. Only a plain copy into a
-// dense destination is queued, so that its checks (broadcasting, overlap) are known to pass.
+// From or to pageable host memory a copy is synchronous, as on CUDA. A copy is queued only where
+// the CPU's copy_ checks are known to pass at the call: the source broadcasts to the destination,
+// the destination has no element written twice (the CPU's internal-overlap check: a strided view,
+// such as the slice that a slice's backward fills, passes it), the two do not share memory, and
+// no conversion warns (complex to real).
 bool copy_can_queue(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (src.layout() != c10::kStrided || dst.layout() != c10::kStrided ||
-      !dst.is_non_overlapping_and_dense() || !at::is_expandable_to(src.sizes(), dst.sizes()) ||
-      src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg() ||
-      src.storage().is_alias_of(dst.storage())) {
+      at::has_internal_overlap(dst) == at::MemOverlap::Yes ||
+      !at::is_expandable_to(src.sizes(), dst.sizes()) ||
+      (src.is_complex() && !dst.is_complex()) || src.is_conj() != dst.is_conj() ||
+      src.is_neg() != dst.is_neg() || src.storage().is_alias_of(dst.storage())) {
     return false;
   }
   const bool src_on = src.device().type() == c10::DeviceType::PrivateUse1;
