@@ -1381,9 +1381,10 @@ ENTRIES: tuple[Internal, ...] = (
                 "at::_ops::copy_::redispatch", "at::_ops::fill__Scalar::redispatch")),
     Internal(
         "c10::Dispatcher op introspection (getAllOpNames, hasKernelForDispatchKey)", "relied on",
-        ("Fallback.cpp",),
+        ("Fallback.cpp", "HostKernels.cpp"),
         "route_to_cpu_kernels finds, at import, the ops the dispatcher would decompose for "
-        "neuron although the CPU has a kernel",
+        "neuron although the CPU has a kernel; guard_host_kernels finds an extension's "
+        "catch-all-only ops",
         header("ATen/core/dispatch/Dispatcher.h", "getAllOpNames()",
                "bool hasKernelForDispatchKey(DispatchKey k) const"),
         covers=("Dispatcher::getAllOpNames", "Dispatcher::hasKernelForDispatchKey")),
