@@ -23,6 +23,7 @@ def test_tp2_over_neuron0_and_neuron1_matches_hf_on_cpu(model_dir, hf_greedy):
     for rank, worker in enumerate(workers):
         device = f"neuron:{rank}"
         assert worker == {"rank": rank, "device": device, "tp_backend": "neuron",
-                          "weights": [device], "kv_cache": [device]}
+                          "weights": [device], "kv_cache": [device],
+                          "rms_norm_priorities": [["vllm_cpu_c", "native"]] * 2}
     for prompt_ids, tokens in zip(result["prompt_ids"], result["greedy"]):
         assert tokens == hf_greedy(prompt_ids)
