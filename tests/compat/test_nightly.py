@@ -99,7 +99,7 @@ def test_battery_arguments_are_the_batteries_own_defaults(tmp_path):
     ops = nightly.battery_arguments("ops", str(tmp_path), args)
     assert (ops.out, ops.jobs, ops.case_timeout) == (str(tmp_path), 3, 120.0)
     models = nightly.battery_arguments("models", str(tmp_path), args)
-    assert models.only == ["bert*"] and models.timeout == 300.0 and models.jobs == 3
+    assert models.only == ["bert*"] and models.timeout == 600.0 and models.jobs == 3
 
 
 def test_html_page_embeds_totals_rows_and_families(tmp_path):
