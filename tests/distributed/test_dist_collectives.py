@@ -485,6 +485,39 @@ def zero_copy_body():
     return ptr == t.data_ptr(), torch.neuron.memory_allocated() - before, t.cpu()
 
 
+def alias_release_thread_body():
+    # Which thread frees the CPU aliases of synchronous collectives: gloo's worker thread would
+    # need the GIL for it, which at interpreter exit aborts the process.
+    import threading
+    import weakref
+
+    import torchneuron
+
+    freed_on = []
+    make_alias = torchneuron._C._cpu_alias
+
+    def traced_alias(t):
+        alias = make_alias(t)
+        weakref.finalize(alias, lambda: freed_on.append(threading.get_ident()))
+        return alias
+
+    torchneuron._C._cpu_alias = traced_alias
+    try:
+        t = torch.ones(1 << 16, device=torch.device("neuron", torch.neuron.current_device()))
+        for _ in range(20):
+            dist.all_reduce(t)
+            dist.broadcast(t, src=0)
+    finally:
+        torchneuron._C._cpu_alias = make_alias
+    return freed_on.count(threading.get_ident()), len(freed_on), t.cpu()
+
+
+def test_synchronous_collectives_free_their_aliases_on_the_calling_thread(world):
+    for on_caller, freed, t in world.run(alias_release_thread_body):
+        assert (on_caller, freed) == (40, 40)
+        torch.testing.assert_close(t, torch.full((1 << 16,), 2.0 ** 20))
+
+
 def test_zero_copy(world):
     for same_ptr, allocated, t in world.run(zero_copy_body):
         assert same_ptr and allocated == 0

@@ -11,6 +11,7 @@ on the group's sequencing thread (sequencer.py).
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 from typing import Any
 
@@ -64,6 +65,29 @@ class _Aliases:
         if isinstance(value, tuple):
             return tuple(self.convert(v) for v in value)
         return value
+
+
+# A CPU alias is a temporary Python tensor: dropped by Python while gloo's Work still holds it, it
+# would pass its Python object to C++, and gloo's worker thread would take the GIL to free it when
+# it drops the Work, just after the collective completed. Python may be exiting by then: a thread
+# that asks for the GIL during interpreter finalization is ended by CPython, and ending a thread
+# inside gloo's C++ aborts the process ("terminate called without an active exception", seen at
+# the exit of a DDP rank whose last call was a synchronous collective). So a synchronous
+# collective waits at its end until gloo let go of its aliases and drops them on this thread.
+_LET_GO_WAIT_S = 1.0  # gloo drops its Work right after completing it (microseconds); a busy
+# machine may deschedule its thread in between
+
+
+def _release_after(work, aliases: list[torch.Tensor]) -> None:
+    """A synchronous collective: waits for it (its caller waits next anyway) and for gloo to let
+    go of its aliases (bounded: past it, gloo's thread frees them as before)."""
+    if not aliases:
+        return
+    work.wait()
+    deadline = time.monotonic() + _LET_GO_WAIT_S
+    # internal: see runtime/torch_internals.py "torch.Tensor._use_count"
+    while not all(a._use_count() == 1 for a in aliases) and time.monotonic() < deadline:
+        time.sleep(0)
 
 
 def _group_of(args: tuple) -> dist.ProcessGroup | None:
@@ -170,6 +194,7 @@ def _kernel(op_name: str):
         else:
             result = start(group, args, cpu_args)
         if synchronous:
+            _release_after(_work_of(result), aliases.aliases)
             return result
         if isinstance(result, tuple):
             return (*result[:-1], _neuron_work(result[-1], aliases))
