@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: setup demo test test-async test-slow compat-ops compat-models compat-diffusers compat-peft \
+.PHONY: setup demo test test-sync test-slow compat-ops compat-models compat-diffusers compat-peft \
 	compat-sentence-transformers compat-all chromium bench bench-all clean
 
 setup: $(VENV)/.ext
@@ -28,15 +28,16 @@ $(VENV)/.ext: $(VENV)/.installed $(EXT_SOURCES)
 demo: setup
 	$(BIN)/python -m demo.train_gpt
 
-# The default suite, then a slice of it with queued execution (NEURON_EAGER_MODE=async).
-ASYNC_SLICE = tests/core tests/device/test_device_module.py tests/ops/test_cpu_semantics.py
+# The default suite (queued execution, the default mode), then a slice of it with synchronous
+# execution (NEURON_EAGER_MODE=sync).
+SYNC_SLICE = tests/core tests/device/test_device_module.py tests/ops/test_cpu_semantics.py
 
 test: setup
 	$(BIN)/python -m pytest -q
-	NEURON_EAGER_MODE=async $(BIN)/python -m pytest -q $(ASYNC_SLICE)
+	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q $(SYNC_SLICE)
 
-test-async: setup
-	NEURON_EAGER_MODE=async $(BIN)/python -m pytest -q
+test-sync: setup
+	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q
 
 test-slow: setup chromium
 	$(BIN)/python -m pytest -q -m slow

@@ -85,7 +85,7 @@ from . import distributed as _distributed  # noqa: E402
 
 _distributed.register()
 
-# 8. Autograd: backward runs on the calling thread (the device is synchronous; see the module).
+# 8. Autograd: backward runs on the calling thread (the device's streams queue; see the module).
 from .runtime.autograd_threads import run_backward_on_calling_thread  # noqa: E402
 
 run_backward_on_calling_thread()

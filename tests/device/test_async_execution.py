@@ -74,17 +74,25 @@ def test_bad_mode_settings_are_refused_naming_the_variable(var, value):
     assert f"ConfigError {var}={value!r} is not valid" in out.stdout, out.stdout + out.stderr
 
 
-def test_sync_mode_is_the_default_and_never_queues():
-    import torch
-    import torchneuron
+def test_async_is_the_default_mode():
+    code = "import torchneuron; print(torchneuron.runtime.execution.mode())"
+    env = {k: v for k, v in os.environ.items() if k != "NEURON_EAGER_MODE"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.strip() == "async", out.stdout + out.stderr
 
-    assert torchneuron.runtime.execution.mode() == os.environ.get("NEURON_EAGER_MODE", "sync")
-    if torchneuron.runtime.execution.mode() != "sync":
-        pytest.skip("this process runs in async mode")
-    x = torch.randn(768, 768, device="neuron")
-    y = x @ x
-    assert torchneuron._C._device_idle()
-    torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())
+
+def test_sync_mode_never_queues():
+    code = ("import torch, torchneuron\n"
+            "x = torch.randn(768, 768, device='neuron')\n"
+            "y = x @ x\n"
+            "idle = torchneuron._C._device_idle()\n"
+            "torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())\n"
+            "print(torchneuron.runtime.execution.mode(), idle)\n")
+    out = subprocess.run([sys.executable, "-c", code],
+                         env=dict(os.environ, NEURON_EAGER_MODE="sync"), capture_output=True,
+                         text=True, timeout=300)
+    assert out.stdout.strip() == "sync True", out.stdout + out.stderr
 
 
 def test_freeing_a_tensor_another_stream_still_uses_is_caught_unless_recorded():

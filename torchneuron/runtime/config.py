@@ -17,9 +17,9 @@ each one is listed in the README.
                              first device use (default: unset, no snapshot)
   NEURON_KERNEL_MODE         the kernel library's ops (torchneuron.kernels): fast (default,
                              composite ops) or simulate (their NKI kernels on the simulator)
-  NEURON_EAGER_MODE          how eager ops execute: sync (default: each op completes before the
-                             call returns) or async (queued per stream, run by the device's
-                             workers; errors surface at the next synchronization)
+  NEURON_EAGER_MODE          how eager ops execute: async (default: queued per stream, run by
+                             the device's workers; errors surface at the next synchronization)
+                             or sync (each op completes before the call returns)
   NEURON_LAUNCH_BLOCKING     1: every op completes before its call returns, in any mode (as
                              CUDA_LAUNCH_BLOCKING); 0 (default)
   NEURON_FUSION_HOT          fused eager: a chain of queued ops is compiled once seen this many
@@ -143,7 +143,7 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if kernel_mode not in KERNEL_MODES:
         raise _bad("NEURON_KERNEL_MODE", env["NEURON_KERNEL_MODE"], ", ".join(KERNEL_MODES))
 
-    eager_mode = env.get("NEURON_EAGER_MODE", "sync").strip().lower()
+    eager_mode = env.get("NEURON_EAGER_MODE", "async").strip().lower()
     if eager_mode not in EAGER_MODES:
         raise _bad("NEURON_EAGER_MODE", env["NEURON_EAGER_MODE"], ", ".join(EAGER_MODES))
 
