@@ -26,13 +26,17 @@ print(json.dumps({"digest": chain.digest(), "stats": cache.stats(),
 """
 
 
-def test_a_second_process_loads_the_compiled_chain_from_disk(compiled, python):
-    first = compiled["mean_end"]  # compiled (or loaded) in this process
-    done = python(SECOND_PROCESS, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["digest"] == chains.mean_end()[0].digest()
-    stats = report["stats"]
+def test_a_second_process_loads_the_compiled_chain_from_disk(python):
+    # Both processes are fresh: this one's Inductor configuration may have been changed by other
+    # tests (the cache key includes it), a user's second process starts from the same one as its
+    # first. The first compiles the chain (or loads it from an earlier run); the second loads it.
+    reports = []
+    for _ in range(2):
+        done = python(SECOND_PROCESS, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert reports[0]["digest"] == reports[1]["digest"] == chains.mean_end()[0].digest()
+    stats = reports[1]["stats"]
     assert stats["fxgraph_cache_hit"] == 1 and stats["fxgraph_cache_miss"] == 0, stats
+    assert stats.get("fxgraph_cache_bypass", 0) == 0, stats
     assert stats["cache_dir"] == cache_dir()
-    assert first.cache_counts.get("fxgraph_cache_bypass", 0) == 0
