@@ -23,13 +23,13 @@ class RecordingCompile:
         self.release = threading.Event()
         self.release.set()
 
-    def __call__(self, chain, threads):
-        self.calls.append((chain, threads))
+    def __call__(self, chain, threads, device):
+        self.calls.append((chain, threads, device))
         self.threads.append(threading.current_thread())
         self.release.wait(30)
         if self.error is not None:
             raise self.error
-        return CompiledChain(chain, lambda *args: None, threads, 0.0, {})
+        return CompiledChain(chain, lambda *args: None, threads, 0.0, {}, device)
 
 
 def test_a_chain_compiles_once_hot_and_off_the_callers_thread():
@@ -61,7 +61,7 @@ def test_each_signature_counts_on_its_own():
     for chain in (a, b, a):
         cache.lookup(chain)
     assert cache.wait(timeout=30)
-    assert [c for c, _ in compile.calls] == [a]
+    assert [c for c, _, _ in compile.calls] == [a]
     assert cache.lookup(b) is None and cache.wait(timeout=30)
     assert cache.lookup(b) is not None
 
@@ -73,7 +73,8 @@ def test_a_chain_that_fails_to_compile_stays_unfused_with_one_warning():
     assert cache.lookup(chain) is None and cache.wait(timeout=30)
     with pytest.warns(RuntimeWarning, match=r"\['aten.mul.Tensor', 'aten.add.Tensor', "
                                              r"'aten.sub.Tensor', 'aten.mul.Tensor'\] did not "
-                                             r"compile and runs unfused: RuntimeError: no C\+\+"):
+                                             r"compile for cpu and runs unfused: "
+                                             r"RuntimeError: no C\+\+"):
         assert cache.lookup(chain) is None
     for _ in range(3):
         assert cache.lookup(chain) is None

@@ -1,7 +1,9 @@
 """When a chain is compiled: like a JIT, once it was seen `hot` times (NEURON_FUSION_HOT), on a
 background thread, never on the caller's. Until its kernel is ready, lookup() returns None and
 the queue runs the chain's ops unfused. A chain that fails to compile stays unfused, with one
-warning on the caller's thread naming the chain and the error.
+warning on the caller's thread naming the chain and the error. A chain is kept per device it is
+compiled for ("cpu", or "neuron" for the queue: kernels launched on the stream): the same chain
+for each device is a different entry, in memory as in Inductor's disk cache.
 
 A thread, not a helper process: Inductor builds the C++ in its own worker processes, so the
 compile thread holds the GIL for ~0.1 s of CPU per chain (measured on a 20-op chain; the first
@@ -19,14 +21,16 @@ from collections import Counter
 from typing import Callable
 
 from .chain import Chain
-from .compiler import CACHE_COUNTERS, CompiledChain, compile_chain
+from .compiler import CACHE_COUNTERS, CompiledChain, check_device, compile_chain
 from .ops import fusion_enabled
 
 
 class ChainCache:
-    """Per-signature hit counts and compiled kernels of one process."""
+    """Per-signature hit counts and compiled kernels of one process, keyed by (the chain's
+    signature, the device it is compiled for)."""
 
-    def __init__(self, hot: int, compile: Callable[[Chain, int], CompiledChain] = compile_chain):
+    def __init__(self, hot: int,
+                 compile: Callable[[Chain, int, str], CompiledChain] = compile_chain):
         if hot < 1:
             raise ValueError(f"hot must be at least 1, not {hot}")
         self.hot = hot
@@ -46,12 +50,12 @@ class ChainCache:
         after_fork = weakref.WeakMethod(self._after_fork)
         os.register_at_fork(after_in_child=lambda: (method := after_fork()) and method())
 
-    def lookup(self, chain: Chain) -> CompiledChain | None:
-        """The chain's kernel when it is ready, else None (and the hit is counted; the hot-th
-        hit queues its compile). Never blocks on a compile."""
+    def lookup(self, chain: Chain, device: str = "cpu") -> CompiledChain | None:
+        """The chain's kernel for `device` ("cpu" or "neuron") when it is ready, else None (and
+        the hit is counted; the hot-th hit queues its compile). Never blocks on a compile."""
         if not fusion_enabled():
             return None
-        signature = chain.signature()
+        signature = (chain.signature(), check_device(device))
         with self._lock:
             self._lookups += 1
             compiled = self._ready.get(signature)
@@ -100,10 +104,10 @@ class ChainCache:
     def _run(self) -> None:
         while True:
             signature, chain = self._work.get()
-            threads = signature[-1]
+            (_, threads), device = signature
             compiled, error = None, None
             try:
-                compiled = self._compile(chain, threads)
+                compiled = self._compile(chain, threads, device)
             except Exception as e:  # noqa: BLE001 - a chain that does not compile runs unfused
                 error = f"{type(e).__name__}: {e}"
             with self._idle:
@@ -114,7 +118,7 @@ class ChainCache:
                     self._failed[signature] = error
                     self._unwarned.append(
                         f"neuron fusion: a chain of {[str(s.op) for s in chain.steps]} did not "
-                        f"compile and runs unfused: {error}")
+                        f"compile for {device} and runs unfused: {error}")
                 self._idle.notify_all()
 
     def _after_fork(self) -> None:
@@ -149,8 +153,8 @@ def default_cache() -> ChainCache:
         return _default
 
 
-def lookup(chain: Chain) -> CompiledChain | None:
-    return default_cache().lookup(chain)
+def lookup(chain: Chain, device: str = "cpu") -> CompiledChain | None:
+    return default_cache().lookup(chain, device)
 
 
 def stats() -> dict:
