@@ -186,7 +186,7 @@ def _patches_on_a_grid(model, name: str, gen: torch.Generator) -> dict[str, torc
 LAYOUTS = ("as documented", "audio transposed", "ids per codebook", "processor image size",
            "images per sample", "patches as images")
 IMAGES_PER_SAMPLE = 2  # a pair: what matchers take (LightGlue), and several images for the others
-AUDIO_INPUTS = ("input_values", "input_features", "latents")
+AUDIO_INPUTS = ("input_values", "input_features", "latents", "hidden_states")
 
 
 def _audio_transposed(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -197,7 +197,7 @@ def _audio_transposed(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor
             continue
         if name == "input_values" and x.dim() == 2:
             out[name] = x.unsqueeze(1)  # one channel
-        elif name in ("input_features", "latents") and x.dim() == 3:
+        elif name in ("input_features", "latents", "hidden_states") and x.dim() == 3:
             out[name] = x.transpose(1, 2).contiguous()
     return out
 
@@ -230,7 +230,7 @@ def main_input(model, gen: torch.Generator, name: str | None = None,
     if layout == "ids per codebook":
         return _ids_per_codebook(model, inputs, gen)
     if layout == "images per sample":
-        return _images_per_sample(inputs, gen)
+        return _images_per_sample(model, inputs, gen)
     if layout == "patches as images":
         return _patches_as_images(model, inputs)
     return inputs
@@ -249,14 +249,19 @@ def _patches_as_images(model, inputs: dict[str, torch.Tensor]) -> dict[str, torc
     return out
 
 
-def _images_per_sample(inputs: dict[str, torch.Tensor], gen: torch.Generator):
+def _images_per_sample(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
     """Models that take several images per sample (a keypoint matcher's pair, IDEFICS'
-    interleaved images) take pixel_values as (batch, images, channels, height, width)."""
+    interleaved images, a robot policy's cameras) take pixel_values as (batch, images,
+    channels, height, width); where forward takes a pixel_attention_mask it documents without
+    a shape, it says which of the images are real: all of them (PI0's cameras)."""
     x = inputs.get("pixel_values")
     if x is None or x.dim() != 4:
         return inputs
     b, c, h, w = x.shape
-    return {**inputs, "pixel_values": torch.randn(b, IMAGES_PER_SAMPLE, c, h, w, generator=gen)}
+    out = {**inputs, "pixel_values": torch.randn(b, IMAGES_PER_SAMPLE, c, h, w, generator=gen)}
+    if _named(model, "pixel_attention_mask") and _documented_shape(model, "pixel_attention_mask") is None:
+        out["pixel_attention_mask"] = torch.ones(b, IMAGES_PER_SAMPLE, dtype=torch.bool)
+    return out
 
 
 def _at_processor_size(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
@@ -338,8 +343,10 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if name.endswith("_input_ids"):  # a second text input (a Q-Former's, a decoder's)
         return {name: token_ids(config, (BATCH, SEQ), gen)}
-    if name in ("inputs_embeds", "latents") or name.endswith(("_embeds", "_hidden_states")):
-        # Vectors in the model's width: embeddings, a decoder's latents, another tower's states.
+    if name in ("inputs_embeds", "latents", "hidden_states") \
+            or name.endswith(("_embeds", "_hidden_states")):
+        # Vectors in the model's width: embeddings, a decoder's latents, another tower's states
+        # (a codec decoder's first parameter, standing in for the audio its main_input_name says).
         width = _sub(config, "hidden_size", "d_model", "latent_dim", "embed_dim")
         if not isinstance(width, int):
             raise NoInputRecipe(f"no width in the config for {name!r}")
@@ -375,6 +382,8 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
         raise NoInputRecipe("input_features without a feature size in the config")
     if isinstance(_feature_width(config, name), int):  # vectors sized by `<name>_dim`
         return {name: torch.randn(BATCH, SEQ, _feature_width(config, name), generator=gen)}
+    if isinstance(_padded_vector_width(config, name), int):  # one vector per sample
+        return {name: torch.randn(BATCH, _padded_vector_width(config, name), generator=gen)}
     documented = documented_input(model, name, {}, gen)  # its documented shape, from the config
     if documented is not None:
         return {name: documented}
@@ -420,6 +429,14 @@ def _feature_width(config, name: str):
         if key and isinstance(getattr(config, key, None), int):
             return getattr(config, key)
     return None
+
+
+def _padded_vector_width(config, name: str):
+    """The width of an input the config bounds as `max_<name>_dim`: one vector per sample,
+    zero-padded to that width (PI0's robot `state`, documented "maximum dimension of state
+    vectors")."""
+    width = getattr(config, f"max_{name}_dim", None)
+    return width if isinstance(width, int) and not isinstance(width, bool) else None
 
 
 FEATURE_MASKS = ("input_features_mask", "feature_attention_mask")

@@ -12,6 +12,9 @@ import re
 _MISSING = re.compile(r"^'(?P<owner>\w+)' object has no attribute '(?P<name>\w+)'$")
 # A rate of randomness nobody holds is 0, as the battery's other random rates (shrink.py).
 _RANDOM_RATE = re.compile(r"dropout|drop_path|_prob$")
+# A special token id nobody holds (Qwen2.5-Omni's thinker reads vision_start_token_id, which
+# only the composite config's checkpoints carry) gets an id of its own.
+_TOKEN_ID = re.compile(r"_token_(id|index)$")
 MAX_REPAIRS = 4
 
 
@@ -41,10 +44,25 @@ def _value_named(d: dict, name: str):
     return None
 
 
+def _free_token_id(config) -> int | None:
+    """The highest id of the vocabulary that no special token of the config tree uses: the
+    battery's token ids avoid every special id, so no input holds it."""
+    from .inputs import NoInputRecipe, vocab_size
+    from .shrink import special_token_ids
+
+    try:
+        vocab = vocab_size(config)
+    except NoInputRecipe:
+        return None
+    taken = special_token_ids(config)
+    return next((i for i in range(vocab - 1, -1, -1) if i not in taken), None)
+
+
 def give_missing_setting(config, e: BaseException) -> bool:
     """Where `e` says a config of the tree lacks a setting (AttributeError "'DbrxAttentionConfig'
     object has no attribute 'rope_theta'"), sets it there to the value the tree holds under
-    that name (0.0 for a random rate nobody holds); True if it set one."""
+    that name (0.0 for a random rate nobody holds, an unused id for a token id nobody holds);
+    True if it set one."""
     match = _MISSING.match(str(e)) if isinstance(e, AttributeError) else None
     if not match:
         return False
@@ -55,6 +73,8 @@ def give_missing_setting(config, e: BaseException) -> bool:
     value = _value_named(config.to_dict(), match["name"])
     if value is None and _RANDOM_RATE.search(match["name"]):
         value = 0.0
+    if value is None and _TOKEN_ID.search(match["name"]):
+        value = _free_token_id(config)
     if value is None:
         return False
     for owner in owners:

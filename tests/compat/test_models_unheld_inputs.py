@@ -1,0 +1,97 @@
+"""Inputs and settings the battery makes where neither the config nor forward's documentation
+holds them outright: a special token id no config of the tree holds gets an unused id, a
+vector the config bounds as `max_<name>_dim` is one per sample, forward's `hidden_states`
+standing in for a codec's audio are latents in the model's width (also width-first), and
+several images per sample come with a mask saying every image is real."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+from transformers import PretrainedConfig  # noqa: E402
+
+from torchneuron.compat.models.catalog import by_type  # noqa: E402
+from torchneuron.compat.models.check import build_tiny  # noqa: E402
+from torchneuron.compat.models.inputs import IMAGES_PER_SAMPLE, main_input  # noqa: E402
+from torchneuron.compat.models.missing_settings import give_missing_setting  # noqa: E402
+
+
+class _Config(PretrainedConfig):
+    model_type = "battery_unheld_test"
+
+    def __init__(self, **kwargs):
+        self.vocab_size = 16
+        self.image_token_id = 15
+        self.hidden_size = 12
+        self.max_state_dim = 6
+        super().__init__(**kwargs)
+
+
+def test_a_token_id_nobody_holds_gets_the_highest_unused_id():
+    config = _Config(pad_token_id=14)
+    missing = AttributeError("'_Config' object has no attribute 'vision_start_token_id'")
+    assert give_missing_setting(config, missing)
+    assert config.vision_start_token_id == 13  # 15 and 14 are the image and padding tokens
+    again = AttributeError("'_Config' object has no attribute 'vision_end_token_id'")
+    assert give_missing_setting(config, again) and config.vision_end_token_id == 12
+
+
+class _Policy(torch.nn.Module):
+    main_input_name = "state"
+
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+
+    def forward(self, state, pixel_values=None, pixel_attention_mask=None):
+        r"""
+        state (`torch.Tensor`, *optional*):
+            Current robot state.
+        pixel_values (`torch.Tensor` of shape `(batch_size, num_channels, image_size, image_size)`):
+            Camera images.
+        pixel_attention_mask (`torch.Tensor`, *optional*):
+            Which cameras are real.
+        """
+        return state
+
+
+def test_a_vector_bounded_by_max_name_dim_is_one_per_sample():
+    inputs = main_input(_Policy(), torch.Generator().manual_seed(0))
+    assert set(inputs) == {"state"} and inputs["state"].shape == (2, 6)
+
+
+def test_several_images_per_sample_come_with_a_mask_of_real_images():
+    model = _Policy()
+    inputs = main_input(model, torch.Generator().manual_seed(0), "pixel_values", "images per sample")
+    assert inputs["pixel_values"].shape[:2] == (2, IMAGES_PER_SAMPLE)
+    assert inputs["pixel_attention_mask"].dtype == torch.bool
+    assert inputs["pixel_attention_mask"].shape == (2, IMAGES_PER_SAMPLE)
+    assert inputs["pixel_attention_mask"].all()
+
+
+class _Decoder(torch.nn.Module):
+    main_input_name = "input_values"  # inherited; forward takes latents by another name
+
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+
+    def forward(self, hidden_states, padding_cache=None):
+        return hidden_states
+
+
+def test_hidden_states_standing_in_for_audio_are_latents_in_the_models_width():
+    gen = torch.Generator().manual_seed(0)
+    assert main_input(_Decoder(), gen)["hidden_states"].shape == (2, 8, 12)
+    transposed = main_input(_Decoder(), gen, layout="audio transposed")["hidden_states"]
+    assert transposed.shape == (2, 12, 8)
+
+
+def test_vibevoices_acoustic_decoder_runs_on_width_first_latents():
+    model, _, _, _, layout = build_tiny(by_type("vibevoice_acoustic_tokenizer_decoder"))
+    assert layout == "audio transposed"
+    latents = main_input(model, torch.Generator().manual_seed(0), layout=layout)["hidden_states"]
+    assert latents.shape[1] == model.config.hidden_size
+    with torch.no_grad():
+        assert torch.isfinite(model(hidden_states=latents).audio).all()
