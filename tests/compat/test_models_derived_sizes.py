@@ -2,7 +2,8 @@
 attention's qk_head_dim is the sum of its parts and head_dim the part it equals, key/value
 heads equal to the query heads stay equal (None means equal), an unset top-k gets a value where
 experts exist, expert groups fit the shrunk expert count, validation rules that name two sizes
-without values are followed, and multimodal rotary sections that the defaults leave out are sized
+without values, ask for a value first or name a list's last value are followed, layer indices
+into a shrunk tower are mapped into it, a prior probability is kept, and multimodal rotary sections that the defaults leave out are sized
 for the shrunk head."""
 
 import pytest
@@ -44,6 +45,34 @@ def test_a_rule_that_names_two_sizes_is_followed_and_an_unknown_one_is_not():
     assert small["adapter"]["adapter_in_dim"] == 64
     assert not _repair_tied_size(small, "vision width must match the text hidden size")
     assert not _repair_tied_size(small, "adapter_in_dim must match hidden_size")  # already equal
+
+
+def test_rules_that_ask_for_a_value_first_or_the_last_of_a_list_are_followed():
+    small = {"text": {"hidden_size_per_layer_input": 256}}
+    assert _repair_tied_size(small, "hidden_size_per_layer_input must be 0, got 256")
+    assert small["text"]["hidden_size_per_layer_input"] == 0
+    small = {"hidden_size": 64, "out_features": [64, 128, 256]}
+    assert _repair_tied_size(small, "hidden_size should be equal to the last value in out_features. "
+                                    "hidden_size = 64, out_features = 256")
+    assert small["hidden_size"] == 256
+    assert not _repair_tied_size(small, "hidden_size must be 0, got 64")  # not what it holds
+
+
+def test_layer_indices_into_a_shrunk_tower_keep_their_order_from_the_deepest():
+    small = {"adapter_config": {"vision_feature_layer": [24, 18]}, "vision_config": {}}
+    message = "`adapter_config.vision_feature_layer` [24, 18] must index the 2 layers of `vision_config`."
+    assert _repair_tied_size(small, message)
+    assert small["adapter_config"]["vision_feature_layer"] == [1, 0]
+    small = {"feature_layers": [3, 7, 11]}
+    assert _repair_tied_size(small, "`feature_layers` [3, 7, 11] must index the 2 layers of `x`")
+    assert small["feature_layers"] == [0, 0, 1]  # past the first layer: the first
+
+
+def test_a_prior_probability_is_no_rate_of_randomness():
+    out = shrink_dict({"initializer_bias_prior_prob": 0.01, "hidden_dropout_prob": 0.1,
+                       "mask_time_prob": 0.05})
+    assert out == {"initializer_bias_prior_prob": 0.01, "hidden_dropout_prob": 0.0,
+                   "mask_time_prob": 0.0}
 
 
 def test_declared_rotary_sections_are_added_for_the_shrunk_head():

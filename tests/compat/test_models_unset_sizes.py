@@ -52,3 +52,29 @@ def test_an_unset_padding_id_takes_the_highest_id_no_special_token_has():
     give_unset_sizes(d)
     assert d["pad_token_id"] == 5
     assert tiny_config("esm").pad_token_id is None  # the earlier profiles keep it unset
+
+
+def test_an_unset_clipping_bound_is_given_in_the_last_profile():
+    d = {"attn_config": {"clip_qkv": None, "kv_n_heads": 1}, "clip_sample": True}
+    give_unset_sizes(d)
+    assert d == {"attn_config": {"clip_qkv": 8.0, "kv_n_heads": 1}, "clip_sample": True}
+
+
+def test_unset_layer_kinds_get_the_documented_kinds_else_full_attention():
+    d = {"num_hidden_layers": 3, "model_type": "deepseek_ocr2_text", "mlp_layer_types": None}
+    give_unset_sizes(d)  # documented: `["dense", "sparse", "sparse", ...]`
+    assert d["mlp_layer_types"] == ["dense", "sparse", "sparse"]
+    d = {"num_hidden_layers": 2, "model_type": "lfm2_moe", "layer_types": None}
+    give_unset_sizes(d)  # not documented: the kind every model with layer kinds knows
+    assert d["layer_types"] == ["full_attention", "full_attention"]
+    no_count = {"layer_types": None}
+    give_unset_sizes(no_count)
+    assert no_count == {"layer_types": None}
+
+
+def test_dbrx_runs_with_the_clipping_bound_its_checkpoints_set():
+    model, _, profile, every_modality, layout = build_tiny(by_type("dbrx"))
+    assert profile == PROFILE and model.config.attn_config.clip_qkv == 8.0
+    inputs = forward_inputs(model, "causal_lm", torch.Generator().manual_seed(0), every_modality, layout)
+    with torch.no_grad():
+        assert torch.isfinite(model(**inputs).logits).all()

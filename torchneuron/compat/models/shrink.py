@@ -66,9 +66,11 @@ _VOCAB = re.compile(r"(^|_)vocab_size(_|$)|_vocab$")
 # Randomness inside forward (dropout, masking, VITS-style noise) draws from per-device
 # generators, whose streams diverge between a CPU run and a neuron run (as CPU and CUDA do).
 # Named rates are zeroed; draws that remain are given from the CPU run (compat/random_draws.py).
+# A prior probability (initializer_bias_prior_prob: detection heads' initial class bias is
+# -log((1 - p) / p)) is no rate of randomness, and zero divides by zero.
 _RANDOM_FLOAT = re.compile(
-    r"dropout|drop_path|droppath|layerdrop|layer_drop|pdrop|drop_rate|drop_connect_rate|_prob$|"
-    r"noise_scale")
+    r"dropout|drop_path|droppath|layerdrop|layer_drop|pdrop|drop_rate|drop_connect_rate|"
+    r"(?<!prior)_prob$|noise_scale")
 
 
 def _kept_layers(d: dict, layers_before: int | None) -> list[int]:
@@ -554,15 +556,38 @@ def give_required_length(config, e: BaseException) -> bool:
     return True
 
 
+# The same rule with the value asked for first ("hidden_size_per_layer_input must be 0, got
+# 256"), or as the last of a list ("hidden_size should be equal to the last value in
+# out_features. hidden_size = 64, out_features = 256").
+_ASKED_FIRST = re.compile(r"`?(?P<key>[A-Za-z_][\w.]*)`? must be (?P<want>\d+), got (?P<got>\d+)")
+_LAST_OF_LIST = re.compile(r"(?P<key>\w+) should be equal to the last value in (?P<other>\w+)\. "
+                           r"(?P=key) = (?P<got>\d+), (?P=other) = (?P<want>\d+)")
+# Layer indices into a tower that shrank: "`adapter_config.vision_feature_layer` [24, 18] must
+# index the 2 layers of `vision_config`."
+_LAYER_INDICES = re.compile(r"`(?P<key>[\w.]+)` \[(?P<values>[\d, ]+)\] must index the "
+                            r"(?P<layers>\d+) layers")
+
+
 def _repair_tied_size(small: dict, message: str) -> bool:
-    tied = _TIED_SIZE.search(message)
+    tied = _TIED_SIZE.search(message) or _ASKED_FIRST.search(message) or _LAST_OF_LIST.search(message)
     if tied:
         return _set_tied_size(small, tied["key"], int(tied["got"]), int(tied["want"]))
+    indices = _LAYER_INDICES.search(message)
+    if indices:
+        values = [int(v) for v in indices["values"].split(",")]
+        return _set_tied_size(small, indices["key"], values, _kept_indices(values, int(indices["layers"])))
     named = _TIED_NAMES.search(message)
     return bool(named) and _set_tied_name(small, named["key"], named["other"])
 
 
-def _set_tied_size(d: dict, key: str, got: int, want: int) -> bool:
+def _kept_indices(values: list[int], layers: int) -> list[int]:
+    """Layer indices of the full tower mapped into `layers` layers keeping their order: the
+    deepest named layer is the last one, the next deepest the one before (down to the first)."""
+    deepest_first = sorted(set(values), reverse=True)
+    return [max(0, layers - 1 - deepest_first.index(v)) for v in values]
+
+
+def _set_tied_size(d: dict, key: str, got, want) -> bool:
     """Sets `key` (a dotted path from this config or from one of its sub-configs) from `got`
     to `want`."""
     *parents, leaf = key.split(".")

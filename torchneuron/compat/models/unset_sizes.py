@@ -8,11 +8,17 @@ has no experts), which the earlier profiles keep as it is."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .shrink import EXPERTS, EXPERTS_PER_TOKEN, INTERMEDIATE, _EXPERT_KEYS, _TOPK_KEYS
 
 PROFILE = "unset sizes set"
+CLIP_BOUND = 8.0  # DBRX's checkpoints clip queries, keys and values to 8
+_CLIP = re.compile(r"^clip_\w+$")
+_LAYER_KINDS = re.compile(r"(^|_)layer_types$")
+# The kind every model with per-layer kinds knows (transformers' mask and cache kinds).
+FULL_ATTENTION = "full_attention"
 _EXPERT_WIDTH_KEYS = {"moe_intermediate_size", "expert_intermediate_size"}
 _SHARED_EXPERT_KEYS = {"n_shared_experts", "num_shared_experts"}
 DEFAULT_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
@@ -22,8 +28,11 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
     """In a shrunk config dict and its sub-config dicts: None expert counts, top-k, expert
     widths and shared-expert counts get tiny values, where the dict has an expert count key
     (so is a mixture of experts); an unset padding id (ESM's embeddings mask it out) takes the
-    highest id of the vocabulary no other special token has; empty `rope_parameters` beside
-    `layer_types` get default rotary parameters for each kind of layer."""
+    highest id of the vocabulary no other special token has; a clipping bound left unset
+    (DBRX's clip_qkv, which the model clamps to unchecked) gets CLIP_BOUND; per-layer kinds left
+    unset get the kinds the config class documents (_give_layer_kinds); empty
+    `rope_parameters` beside `layer_types` get default rotary parameters for each kind of
+    layer."""
     for value in d.values():
         if isinstance(value, dict):
             give_unset_sizes(value)
@@ -43,7 +52,41 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
     if "pad_token_id" in d and d["pad_token_id"] is None and isinstance(vocab, int):
         taken = {v for k, v in d.items() if k.endswith("_token_id") and isinstance(v, int)}
         d["pad_token_id"] = max(i for i in range(vocab) if i not in taken)
+    for key in d:
+        if d[key] is None and isinstance(key, str) and _CLIP.match(key):
+            d[key] = CLIP_BOUND
+    _give_layer_kinds(d)
     kinds = d.get("layer_types")
     if d.get("rope_parameters") == {} and isinstance(kinds, list) and kinds \
             and all(isinstance(k, str) for k in kinds):
         d["rope_parameters"] = {kind: dict(DEFAULT_ROPE) for kind in dict.fromkeys(kinds)}
+
+
+def _documented_kinds(model_type, key: str) -> list[str]:
+    """The kinds a config class's docstring lists for `key` (DeepSeek-OCR 2's mlp_layer_types:
+    `["dense", "sparse", "sparse", ...]`), in order of first mention."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    known = isinstance(model_type, str) and model_type in CONFIG_MAPPING  # (a lazy mapping: no .get)
+    config_class = CONFIG_MAPPING[model_type] if known else None
+    doc = (config_class.__doc__ or "") if config_class is not None else ""
+    entry = re.search(rf"^\s*{re.escape(key)} \(.*?\n(?P<text>(?:\s{{6,}}.*\n?)*)", doc, re.M)
+    example = re.search(r"\[([^\]]*)\]", entry["text"]) if entry else None
+    return list(dict.fromkeys(re.findall(r'"(\w+)"', example[1]))) if example else []
+
+
+def _give_layer_kinds(d: dict[str, Any]) -> None:
+    """Per-layer kinds (`layer_types`, `mlp_layer_types`) left None, which models index
+    unchecked, get a kind per layer: the kinds the config class documents for them, the first
+    for the first layer and the others after it (dense then sparse), else full attention."""
+    layers = d.get("num_hidden_layers")
+    if not isinstance(layers, int) or layers < 1:
+        return
+    for key in list(d):
+        if d[key] is not None or not isinstance(key, str) or not _LAYER_KINDS.search(key):
+            continue
+        kinds = _documented_kinds(d.get("model_type"), key)
+        if not kinds and key == "layer_types":
+            kinds = [FULL_ATTENTION]
+        if kinds:
+            d[key] = [kinds[0]] + [kinds[min(i, len(kinds) - 1)] for i in range(1, layers)]
