@@ -95,3 +95,36 @@ def test_vibevoices_acoustic_decoder_runs_on_width_first_latents():
     assert latents.shape[1] == model.config.hidden_size
     with torch.no_grad():
         assert torch.isfinite(model(hidden_states=latents).audio).all()
+
+
+class _Series(torch.nn.Module):
+    main_input_name = "past_values"
+
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+        self.config.merge_size = 2
+
+    def forward(self, past_values, past_values_padding, grid_thw=None, merge_sizes=None, scale_sizes=None):
+        r"""
+        past_values (`torch.Tensor` of shape `(batch_size, sequence_length)`):
+            Past values of the series.
+        past_values_padding (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+            The padding indicator of the time series.
+        merge_sizes (`torch.Tensor` of shape `(num_images_or_videos,)`):
+            The spatial downsampling ratio of each image.
+        scale_sizes (`torch.Tensor` of shape `(num_images_or_videos,)`):
+            A size the config does not name.
+        """
+        return past_values
+
+
+def test_a_documented_input_reads_its_sizes_off_the_inputs_made_before_it():
+    from torchneuron.compat.models.inputs import EVERY_DOCUMENTED, forward_inputs
+
+    inputs = forward_inputs(_Series(), "base", torch.Generator().manual_seed(0), True)
+    assert inputs["past_values_padding"].shape == inputs["past_values"].shape  # not the battery's 8
+    assert not inputs["past_values_padding"].any()  # nothing padded
+    inputs = forward_inputs(_Series(), "base", torch.Generator().manual_seed(0), EVERY_DOCUMENTED)
+    assert inputs["merge_sizes"].dtype == torch.long and inputs["merge_sizes"].tolist() == [2, 2]
+    assert inputs["scale_sizes"].tolist() == [1, 1]  # no config size: the one that changes nothing

@@ -219,10 +219,12 @@ def _native_resolution_patches(model, gen: torch.Generator) -> dict[str, torch.T
 
 
 def main_input(model, gen: torch.Generator, name: str | None = None,
-               layout: str = LAYOUTS[0]) -> dict[str, torch.Tensor]:
+               layout: str = LAYOUTS[0], known: dict[str, torch.Tensor] | None = None
+               ) -> dict[str, torch.Tensor]:
     """The model's main input (and attention mask) from its config, or the input `name`, in
-    one of LAYOUTS."""
-    inputs = _main_input(model, gen, name)
+    one of LAYOUTS; an input made from its documented shape reads sizes off the inputs
+    `known` already (a padding indicator as long as the series beside it)."""
+    inputs = _main_input(model, gen, name, known or {})
     if layout == "processor image size":
         return _at_processor_size(model, inputs, gen)
     if layout == "audio transposed":
@@ -332,7 +334,8 @@ def _ids_per_codebook(model, inputs: dict[str, torch.Tensor], gen: torch.Generat
     return out
 
 
-def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[str, torch.Tensor]:
+def _main_input(model, gen: torch.Generator, name: str | None = None,
+                known: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
     config, name = model.config, name or _main_input_name(model)
     if name in ("hidden_states", "pixel_values") and _named(model, "grid_thw"):
         return _patches_on_a_grid(model, name, gen)
@@ -384,7 +387,7 @@ def _main_input(model, gen: torch.Generator, name: str | None = None) -> dict[st
         return {name: torch.randn(BATCH, SEQ, _feature_width(config, name), generator=gen)}
     if isinstance(_padded_vector_width(config, name), int):  # one vector per sample
         return {name: torch.randn(BATCH, _padded_vector_width(config, name), generator=gen)}
-    documented = documented_input(model, name, {}, gen)  # its documented shape, from the config
+    documented = documented_input(model, name, known or {}, gen)  # its documented shape
     if documented is not None:
         return {name: documented}
     raise NoInputRecipe(f"no recipe for main input {name!r}")
@@ -479,7 +482,7 @@ def modality_inputs(model, gen: torch.Generator, layout: str = LAYOUTS[0]) -> di
     for name in _required(model):
         if name not in inputs:
             try:
-                inputs.update(main_input(model, gen, name, layout))
+                inputs.update(main_input(model, gen, name, layout, inputs))
             except NoInputRecipe:
                 documented = documented_input(model, name, inputs, gen)
                 if documented is not None:  # else forward names what it misses (the cause)
@@ -511,9 +514,9 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
     shape read off the inputs already made (their own documented shapes say which axis is
     `sequence_length`, `num_channels`, `height`), else from a config size of that name (a
     decision transformer's `act_dim`), other lengths (`episode_length`) the battery's own
-    length: a padding indicator is all zeros (nothing
-    padded), an integer or boolean mask all ones (everything valid), other integers zeros
-    (the first index), floats random. None where a size cannot be told."""
+    length: sizes (`*_sizes`) are the config's size of that name or 1, a padding indicator is
+    all zeros (nothing padded), an integer or boolean mask all ones (everything valid), other
+    integers zeros (the first index), floats random. None where a size cannot be told."""
     documented = _documented_shape(model, name)
     if documented is None:
         return None
@@ -546,6 +549,10 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
             shape.append(SEQ)
         else:
             return None
+    if name.endswith("_sizes"):
+        # Sizes are counts whatever the documented type (VideoLLaMA3's merge_sizes, a
+        # `torch.Tensor`): the config's size of that name, else 1, the size that changes nothing.
+        return torch.full(shape, _config_size(model, name[:-1]) or 1, dtype=torch.long)
     if "Long" in kind or "Bool" in kind:
         dtype = torch.bool if "Bool" in kind else torch.long
         fill = 0 if "padding" in name else 1 if "mask" in name else 0
@@ -624,7 +631,8 @@ def documented_inputs(model, inputs: dict[str, torch.Tensor], gen: torch.Generat
         if name in out or _NOT_AN_INPUT.match(name) or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             continue
         try:
-            out.update({k: v for k, v in main_input(model, gen, name, layout).items() if k not in out})
+            out.update({k: v for k, v in main_input(model, gen, name, layout, out).items()
+                        if k not in out})
         except NoInputRecipe:
             documented = documented_input(model, name, out, gen)
             if documented is not None:
