@@ -248,20 +248,37 @@ def _layouts(model, arch: Architecture) -> tuple[str, ...]:
 
 def _runs_on_cpu(model, arch: Architecture, every_modality: int, layout: str) -> bool:
     """Whether a copy of `model` runs forward on these inputs. A setting forward reads that the
-    config class lacks (missing_settings.py) is given on `model`'s own config, and tried again.
+    config class lacks (missing_settings.py) is given on `model`'s own config, and tried again;
+    so is an input width its first projection names (input_widths.py), recorded on `model`.
     The probe runs a copy: a model that caches derived tensors in plain attributes at its first
     forward (Mimi's codebook) would keep them on the CPU through .to()."""
+    from .input_widths import ATTRIBUTE, input_widths
+
+    widths = input_widths(model)
+    if _probe(model, arch, every_modality, layout):
+        return True
+    setattr(model, ATTRIBUTE, widths)  # widths fitted to inputs that still fail are not kept
+    return False
+
+
+def _probe(model, arch: Architecture, every_modality: int, layout: str) -> bool:
+    from .input_widths import fit_input_width
     from .missing_settings import MAX_REPAIRS, give_missing_setting
 
     for _ in range(MAX_REPAIRS + 1):
         probe = copy.deepcopy(model)
+        inputs: dict[str, torch.Tensor] = {}
         try:
+            inputs = forward_inputs(probe, arch.head, torch.Generator().manual_seed(SEED),
+                                    every_modality, layout)
             with torch.no_grad():
-                probe(**forward_inputs(probe, arch.head, torch.Generator().manual_seed(SEED),
-                                       every_modality, layout))
+                probe(**inputs)
             return True
         except AttributeError as e:
             if not give_missing_setting(model.config, e):
+                return False
+        except RuntimeError as e:  # an input of another width than the first projection takes
+            if not fit_input_width(model, inputs, e):
                 return False
         except Exception:  # noqa: BLE001 - this shrink profile does not fit the model: try the next
             return False

@@ -10,6 +10,7 @@ import re
 
 import torch
 
+from .input_widths import with_input_widths
 from .shrink import special_token_ids
 
 BATCH = 2
@@ -226,16 +227,16 @@ def main_input(model, gen: torch.Generator, name: str | None = None,
     `known` already (a padding indicator as long as the series beside it)."""
     inputs = _main_input(model, gen, name, known or {})
     if layout == "processor image size":
-        return _at_processor_size(model, inputs, gen)
-    if layout == "audio transposed":
-        return _audio_transposed(inputs)
-    if layout == "ids per codebook":
-        return _ids_per_codebook(model, inputs, gen)
-    if layout == "images per sample":
-        return _images_per_sample(model, inputs, gen)
-    if layout == "patches as images":
-        return _patches_as_images(model, inputs)
-    return inputs
+        inputs = _at_processor_size(model, inputs, gen)
+    elif layout == "audio transposed":
+        inputs = _audio_transposed(inputs)
+    elif layout == "ids per codebook":
+        inputs = _ids_per_codebook(model, inputs, gen)
+    elif layout == "images per sample":
+        inputs = _images_per_sample(model, inputs, gen)
+    elif layout == "patches as images":
+        inputs = _patches_as_images(model, inputs)
+    return with_input_widths(model, inputs)  # widths the model's first projection named
 
 
 def _patches_as_images(model, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
