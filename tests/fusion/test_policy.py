@@ -29,7 +29,7 @@ class RecordingCompile:
         self.release.wait(30)
         if self.error is not None:
             raise self.error
-        return CompiledChain(chain, lambda *args: None, threads, 0.0, {}, device)
+        return CompiledChain(chain, lambda tensors: None, threads, 0.0, {}, device)
 
 
 def test_a_chain_compiles_once_hot_and_off_the_callers_thread():

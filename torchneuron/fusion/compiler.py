@@ -9,9 +9,9 @@ into buffers the caller allocated, for one device:
   returns before they ran. Every tensor input is a neuron tensor then, 0-d ones included: a CPU
   tensor argument makes `launch_neuron` wait for the queue and run the kernel at the call.
 
-Inductor's FX graph cache (and AOTAutograd's) keep the generated code on disk under Inductor's
-cache directory, so a second process compiling the same chain for the same device loads it (the
-examples' device is part of Inductor's key)."""
+Inductor's FX graph cache keeps the generated code on disk under Inductor's cache directory, so
+a second process compiling the same chain for the same device loads it (the examples' device is
+part of Inductor's key)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,7 @@ DEVICES = ("cpu", "neuron")
 
 # Inductor's per-compile outcome counters (process-wide; read as differences around a compile).
 CACHE_COUNTERS = (("inductor", "fxgraph_cache_hit"), ("inductor", "fxgraph_cache_miss"),
-                  ("inductor", "fxgraph_cache_bypass"), ("aot_autograd", "autograd_cache_hit"),
-                  ("aot_autograd", "autograd_cache_miss"))
+                  ("inductor", "fxgraph_cache_bypass"))
 
 
 def check_device(device: Any) -> str:
@@ -57,14 +56,14 @@ class CompiledChain:
     neuron the call queues the kernels on the current stream (when execution is asynchronous)
     and never waits for the device."""
     chain: Chain
-    fn: Callable[..., Any]
+    fn: Callable[[list], Any]  # takes the tensors in one list (and may empty it)
     threads: int
     compile_seconds: float
     cache_counts: dict[str, int]  # what Inductor's caches answered for this compile
     device: str = "cpu"
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> None:
-        self.fn(*self.chain.tensor_inputs(inputs), *outputs)
+        self.fn([*self.chain.tensor_inputs(inputs), *outputs])  # Inductor's boxed call
 
     def run(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
         """Allocates the new outputs on the chain's device, runs the kernel and returns them."""
@@ -85,9 +84,6 @@ def compile_chain(chain: Chain, threads: int | None = None, device: str = "cpu")
     """Compiles `chain` for tensors of `device` ("cpu" or "neuron"; blocking: seconds on a miss,
     ~0.1 s from the disk cache). `threads`: the intra-op thread count the kernel is generated for
     (default: the caller's torch.get_num_threads()); it is part of the chain's signature."""
-    # internal: see runtime/torch_internals.py "torch._inductor.compile_fx.compile_fx"
-    from torch._inductor.compile_fx import compile_fx
-
     device = check_device(device)
     if device == "neuron":
         # The Inductor backend torch.compile uses on neuron: its wrapper codegen launches the
@@ -105,14 +101,32 @@ def compile_chain(chain: Chain, threads: int | None = None, device: str = "cpu")
         examples += [spec.empty(device) for spec in chain.output_specs()]
     before = _counter_values()
     start = time.perf_counter()
-    # cpp.threads, not torch.set_num_threads: the thread count is process-wide, and this may run
-    # on a compile thread while the caller keeps working. Rounding float16/bfloat16 intermediates
-    # as eager does keeps results within eager's tolerance (not just float32's).
-    # internal: see runtime/torch_internals.py "torch._inductor.config.cpp.threads"
-    with tracing(TracingContext(fake_mode)):
-        fn = compile_fx(gm, examples, config_patches={"cpp.threads": threads,
-                                                       "emulate_precision_casts": True})
+    fn = _inductor_compile(gm, examples, fake_mode, threads)
     seconds = time.perf_counter() - start
     after = _counter_values()
     delta = {name: after[name] - before[name] for name in after if after[name] != before[name]}
     return CompiledChain(chain, fn, threads, seconds, delta, device)
+
+
+def _inductor_compile(gm: torch.fx.GraphModule, examples: list, fake_mode: FakeTensorMode,
+                      threads: int) -> Callable[[list], Any]:
+    """Inductor's compile of a graph that is already what AOTAutograd would hand it (functional
+    steps, then a copy_ into each buffer or updated input): decomposed as Inductor decomposes,
+    then compiled by compile_fx_inner. Skipping AOTAutograd (compile_fx) skips its runtime
+    wrappers at every call: a 20-op chain on 16 floats costs ~11 us per call instead of ~17."""
+    # internal: see runtime/torch_internals.py "torch._inductor.compile_fx.compile_fx_inner"
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx_inner
+    # internal: see runtime/torch_internals.py "torch._inductor.decomposition.select_decomp_table"
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    # cpp.threads, not torch.set_num_threads: the thread count is process-wide, and this may run
+    # on a compile thread while the caller keeps working. Rounding float16/bfloat16 intermediates
+    # as eager does keeps results within eager's tolerance (not just float32's).
+    # internal: see runtime/torch_internals.py "torch._inductor.config.cpp.threads"
+    patches = {"cpp.threads": threads, "emulate_precision_casts": True}
+    with tracing(TracingContext(fake_mode)), inductor_config.patch(patches):
+        with fake_mode:
+            decomposed = make_fx(gm, decomposition_table=select_decomp_table())(*examples)
+        return compile_fx_inner(decomposed, examples)
