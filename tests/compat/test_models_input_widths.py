@@ -1,5 +1,6 @@
 """Inputs wider than any config size says (stacked frames, extra columns) take the width the
-model's first matrix product names, and only where such a width lets the model run."""
+model's first matrix product names (or a sum on their last axis, or a multiple of a window the
+model requires), and only where such a width lets the model run."""
 
 import pytest
 
@@ -37,14 +38,36 @@ def test_a_model_that_drops_leading_columns_gets_the_difference_on_its_only_floa
     assert with_input_widths(model, inputs)["patches"].shape == (2, 8, 66)
 
 
+def test_of_several_inputs_as_wide_the_companion_made_after_the_main_input_is_fitted():
+    model = torch.nn.Linear(4, 4)
+    inputs = {"noise_embeds": torch.randn(2, 8, 64), "context_hidden_states": torch.randn(2, 8, 64)}
+    assert fit_input_width(model, inputs, _product_error(64, 128))
+    assert input_widths(model) == {"context_hidden_states": 128}
+
+
 def test_other_errors_and_unclear_inputs_fit_nothing():
     model = torch.nn.Linear(4, 4)
     two = {"a": torch.randn(2, 8, 64), "b": torch.randn(2, 8, 32)}
     assert not fit_input_width(model, two, _product_error(62, 64))  # which one feeds it?
     assert not fit_input_width(model, two, RuntimeError("size of tensor a (8) must match b (9)"))
-    assert not fit_input_width(model, two, ValueError("mat1 and mat2 shapes cannot be multiplied "
-                                                      "(1x64 and 32x1)"))
+    assert not fit_input_width(model, two, KeyError("mat1 and mat2 shapes cannot be multiplied "
+                                                    "(1x64 and 32x1)"))
+    sum_on_another_axis = RuntimeError("The size of tensor a (8) must match the size of tensor b "
+                                       "(16) at non-singleton dimension 1")
+    assert not fit_input_width(model, two, sum_on_another_axis)
     assert input_widths(model) == {}
+
+
+def test_a_sum_on_the_last_axis_and_a_required_multiple_fit_that_axis():
+    model = torch.nn.Linear(4, 4)
+    inputs = {"features": torch.randn(2, 64, 80)}
+    sum_error = RuntimeError("The size of tensor a (80) must match the size of tensor b (560) at "
+                             "non-singleton dimension 2")
+    assert fit_input_width(model, inputs, sum_error) and input_widths(model) == {"features": 560}
+    model = torch.nn.Linear(4, 4)
+    windows = ValueError("Encoder expects `padded_feature_length` to be a multiple of "
+                         "`n_window * 2` (100), but got 80.")
+    assert fit_input_width(model, inputs, windows) and input_widths(model) == {"features": 100}
 
 
 class _Widens(torch.nn.Module):

@@ -128,3 +128,31 @@ def test_a_documented_input_reads_its_sizes_off_the_inputs_made_before_it():
     inputs = forward_inputs(_Series(), "base", torch.Generator().manual_seed(0), EVERY_DOCUMENTED)
     assert inputs["merge_sizes"].dtype == torch.long and inputs["merge_sizes"].tolist() == [2, 2]
     assert inputs["scale_sizes"].tolist() == [1, 1]  # no config size: the one that changes nothing
+
+
+class _Grounded(torch.nn.Module):
+    main_input_name = "pixel_values"
+    input_modalities = ("image", "text")
+
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+        del self.config.image_token_id  # places are marked by a mask, not by a token
+
+    def get_image_features(self, pixel_values):
+        return torch.zeros(pixel_values.shape[0], 3, 12)  # three latent queries per image
+
+    def forward(self, pixel_values=None, input_ids=None, attention_mask=None,
+                image_embeds_position_mask=None):
+        return input_ids
+
+
+def test_a_position_mask_marks_one_place_per_image_feature_ahead_of_the_text():
+    from torchneuron.compat.models.inputs import forward_inputs
+
+    inputs = forward_inputs(_Grounded(), "base", torch.Generator().manual_seed(0), True)
+    ids, mask = inputs["input_ids"], inputs["image_embeds_position_mask"]
+    assert ids.shape == (2, 3 + 8) and mask.shape == ids.shape
+    assert mask[:, :3].all() and not mask[:, 3:].any()
+    assert (ids[:, :3] == ids[:, 3:4]).all()  # ordinary tokens there: the text's first
+    assert inputs["attention_mask"].shape == ids.shape

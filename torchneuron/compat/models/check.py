@@ -277,7 +277,7 @@ def _probe(model, arch: Architecture, every_modality: int, layout: str) -> bool:
         except AttributeError as e:
             if not give_missing_setting(model.config, e):
                 return False
-        except RuntimeError as e:  # an input of another width than the first projection takes
+        except (RuntimeError, ValueError) as e:  # an input of another width than the model takes
             if not fit_input_width(model, inputs, e):
                 return False
         except Exception:  # noqa: BLE001 - this shrink profile does not fit the model: try the next

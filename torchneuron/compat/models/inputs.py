@@ -540,6 +540,9 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
             shape.append(BATCH)
         elif dim in sizes:
             shape.append(int(sizes[dim]))
+        elif dim == "sequence_length" and _modalities(model) == ("audio",) and "Tensor" in kind \
+                and "Long" not in kind and "Bool" not in kind:
+            shape.append(AUDIO_SAMPLES)  # a waveform (a speech encoder-decoder's `inputs`)
         elif dim == "sequence_length":  # a sequence of its own: the config's length for it
             prefix = re.sub(r"_(inputs|ids|values)$", "", name)  # (OneFormer's task_seq_len)
             length = _sub(model.config, f"{prefix}_seq_len", f"{prefix}_sequence_length")
@@ -595,16 +598,24 @@ def _leaves(obj, prefix: str = ""):
 
 def _image_placeholders(model, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Token ids beside an image hold one placeholder (the config's image token) per feature
-    vector the model makes of the image, as its processor writes them, ahead of the text."""
+    vector the model makes of the image, as its processor writes them, ahead of the text; a
+    model that marks those places with `image_embeds_position_mask` instead (Kosmos-2) gets
+    ordinary tokens there (the text's first) and the mask 1 on them, 0 on the text."""
     image_token = _sub(model.config, "image_token_id", "image_token_index")
-    if not isinstance(image_token, int) or "input_ids" not in inputs:
+    position_mask = _named(model, "image_embeds_position_mask")
+    if not (isinstance(image_token, int) or position_mask) or "input_ids" not in inputs:
         return inputs
     count = _image_feature_count(model, inputs)
     if not count:
         return inputs
     ids = inputs["input_ids"]
     out = dict(inputs)
-    out["input_ids"] = torch.cat([torch.full((ids.shape[0], count), image_token, dtype=ids.dtype), ids], 1)
+    places = ids[:, :1].repeat(1, count) if position_mask \
+        else torch.full((ids.shape[0], count), image_token, dtype=ids.dtype)
+    out["input_ids"] = torch.cat([places, ids], 1)
+    if position_mask:
+        out["image_embeds_position_mask"] = torch.cat(
+            [torch.ones_like(places), torch.zeros_like(ids)], 1)
     if "attention_mask" in out:
         out["attention_mask"] = torch.ones_like(out["input_ids"])
     return out
