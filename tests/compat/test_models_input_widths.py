@@ -91,3 +91,10 @@ def test_granite_speech_5_runs_on_features_four_times_its_mel_bins():
     assert inputs["input_features"].shape[-1] == 4 * model.config.num_mel_bins
     with torch.no_grad():
         assert torch.isfinite(model(**inputs).last_hidden_state).all()
+
+
+def test_a_length_that_is_not_a_multiple_of_a_frame_fits_the_next_multiple():
+    model = torch.nn.Linear(4, 4)
+    inputs = {"input_values": torch.randn(2, 4000)}
+    frames = ValueError("`input_values` length 4000 is not a multiple of 1920. Prepare the audio")
+    assert fit_input_width(model, inputs, frames) and input_widths(model) == {"input_values": 5760}

@@ -156,3 +156,32 @@ def test_a_position_mask_marks_one_place_per_image_feature_ahead_of_the_text():
     assert mask[:, :3].all() and not mask[:, 3:].any()
     assert (ids[:, :3] == ids[:, 3:4]).all()  # ordinary tokens there: the text's first
     assert inputs["attention_mask"].shape == ids.shape
+
+
+class _Speech(torch.nn.Module):
+    main_input_name = "inputs"
+    input_modalities = "audio"
+
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+
+    def forward(self, inputs=None, lengths=None):
+        r"""
+        inputs (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Float values of the raw speech waveform.
+        lengths (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Not a waveform: integers.
+        """
+        return inputs
+
+
+def test_a_float_sequence_of_an_audio_only_model_is_a_waveform():
+    from torchneuron.compat.models.inputs import AUDIO_SAMPLES, documented_input
+
+    gen = torch.Generator().manual_seed(0)
+    assert main_input(_Speech(), gen)["inputs"].shape == (2, AUDIO_SAMPLES)
+    assert documented_input(_Speech(), "lengths", {}, gen).shape == (2, 8)
+    both = _Speech()
+    both.input_modalities = ("audio", "text")  # not audio alone: the battery's length
+    assert documented_input(both, "inputs", {}, gen).shape == (2, 8)

@@ -78,3 +78,14 @@ def test_dbrx_runs_with_the_clipping_bound_its_checkpoints_set():
     inputs = forward_inputs(model, "causal_lm", torch.Generator().manual_seed(0), every_modality, layout)
     with torch.no_grad():
         assert torch.isfinite(model(**inputs).logits).all()
+
+
+def test_an_unset_sliding_window_gets_one_in_the_last_profile_only():
+    from torchneuron.compat.models.unset_sizes import SLIDING_WINDOW
+
+    d = {"num_hidden_layers": 2, "layer_types": ["full_attention"] * 2, "sliding_window": None}
+    give_unset_sizes(d)  # Step3p7 makes a sliding mask whatever its layer kinds
+    assert d["sliding_window"] == SLIDING_WINDOW
+    from torchneuron.compat.models.shrink import shrink_dict
+
+    assert shrink_dict({"sliding_window": None}, PROFILES[0]) == {"sliding_window": None}

@@ -19,6 +19,7 @@ _CLIP = re.compile(r"^clip_\w+$")
 _LAYER_KINDS = re.compile(r"(^|_)layer_types$")
 # The kind every model with per-layer kinds knows (transformers' mask and cache kinds).
 FULL_ATTENTION = "full_attention"
+SLIDING_WINDOW = 4  # shorter than the battery's 8 tokens, so the window cuts
 _EXPERT_WIDTH_KEYS = {"moe_intermediate_size", "expert_intermediate_size"}
 _SHARED_EXPERT_KEYS = {"n_shared_experts", "num_shared_experts"}
 DEFAULT_ROPE = {"rope_type": "default", "rope_theta": 10000.0}
@@ -30,7 +31,8 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
     (so is a mixture of experts); an unset padding id (ESM's embeddings mask it out) takes the
     highest id of the vocabulary no other special token has; a clipping bound left unset
     (DBRX's clip_qkv, which the model clamps to unchecked) gets CLIP_BOUND; per-layer kinds left
-    unset get the kinds the config class documents (_give_layer_kinds); empty
+    unset get the kinds the config class documents (_give_layer_kinds); an unset sliding
+    window gets SLIDING_WINDOW; empty
     `rope_parameters` beside `layer_types` get default rotary parameters for each kind of
     layer."""
     for value in d.values():
@@ -57,6 +59,10 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
             d[key] = CLIP_BOUND
     _give_layer_kinds(d)
     kinds = d.get("layer_types")
+    if "sliding_window" in d and d["sliding_window"] is None:
+        # Step3p7 makes a sliding-window mask whatever its layer kinds; in the earlier profiles
+        # None keeps meaning "no window" (Mistral's full attention).
+        d["sliding_window"] = SLIDING_WINDOW
     if d.get("rope_parameters") == {} and isinstance(kinds, list) and kinds \
             and all(isinstance(k, str) for k in kinds):
         d["rope_parameters"] = {kind: dict(DEFAULT_ROPE) for kind in dict.fromkeys(kinds)}
