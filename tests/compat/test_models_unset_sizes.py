@@ -17,10 +17,10 @@ from torchneuron.compat.models.unset_sizes import PROFILE, give_unset_sizes  # n
 
 def test_unset_expert_sizes_are_given_where_the_config_counts_experts():
     moe = {"num_experts": None, "top_k_experts": None, "moe_intermediate_size": None,
-           "n_shared_experts": None, "sliding_window": None}
+           "n_shared_experts": None, "rope_scaling": None}
     give_unset_sizes(moe)
     assert moe == {"num_experts": 4, "top_k_experts": 2, "moe_intermediate_size": 32,
-                   "n_shared_experts": 1, "sliding_window": None}
+                   "n_shared_experts": 1, "rope_scaling": None}
     dense = {"moe_intermediate_size": None}  # no expert count: not a mixture of experts
     give_unset_sizes(dense)
     assert dense == {"moe_intermediate_size": None}
@@ -89,3 +89,19 @@ def test_an_unset_sliding_window_gets_one_in_the_last_profile_only():
     from torchneuron.compat.models.shrink import shrink_dict
 
     assert shrink_dict({"sliding_window": None}, PROFILES[0]) == {"sliding_window": None}
+
+
+def test_a_kept_layer_kinds_own_unset_settings_get_tiny_values():
+    d = {"layer_types": ["linear_attention", "indexed_attention"], "indexer_n_heads": None,
+         "indexer_kv_heads": None, "indexer_head_dim": None, "indexer_budget": None,
+         "indexer_compress_ratio": None}
+    give_unset_sizes(d)
+    assert d == {"layer_types": ["linear_attention", "indexed_attention"], "indexer_n_heads": 4,
+                 "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 4,
+                 "indexer_compress_ratio": 2}
+    partly = {"layer_types": ["indexed_attention"], "indexer_n_heads": 8, "indexer_budget": None}
+    give_unset_sizes(partly)  # the defaults set some: not left unset as a group
+    assert partly["indexer_budget"] is None
+    ordinary = {"layer_types": ["full_attention"], "full_window": None}
+    give_unset_sizes(ordinary)
+    assert ordinary["full_window"] is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .shrink import EXPERTS, EXPERTS_PER_TOKEN, INTERMEDIATE, _EXPERT_KEYS, _TOPK_KEYS
+from .shrink import EXPERTS, EXPERTS_PER_TOKEN, HEAD_DIM, HEADS, INTERMEDIATE, _EXPERT_KEYS, _TOPK_KEYS
 
 PROFILE = "unset sizes set"
 CLIP_BOUND = 8.0  # DBRX's checkpoints clip queries, keys and values to 8
@@ -31,7 +31,8 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
     (so is a mixture of experts); an unset padding id (ESM's embeddings mask it out) takes the
     highest id of the vocabulary no other special token has; a clipping bound left unset
     (DBRX's clip_qkv, which the model clamps to unchecked) gets CLIP_BOUND; per-layer kinds left
-    unset get the kinds the config class documents (_give_layer_kinds); an unset sliding
+    unset get the kinds the config class documents (_give_layer_kinds), and a kept kind's
+    own settings left unset tiny values (_give_layer_kind_settings); an unset sliding
     window gets SLIDING_WINDOW; empty
     `rope_parameters` beside `layer_types` get default rotary parameters for each kind of
     layer."""
@@ -58,6 +59,7 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
         if d[key] is None and isinstance(key, str) and _CLIP.match(key):
             d[key] = CLIP_BOUND
     _give_layer_kinds(d)
+    _give_layer_kind_settings(d)
     kinds = d.get("layer_types")
     if "sliding_window" in d and d["sliding_window"] is None:
         # Step3p7 makes a sliding-window mask whatever its layer kinds; in the earlier profiles
@@ -96,3 +98,26 @@ def _give_layer_kinds(d: dict[str, Any]) -> None:
             kinds = [FULL_ATTENTION]
         if kinds:
             d[key] = [kinds[0]] + [kinds[min(i, len(kinds) - 1)] for i in range(1, layers)]
+
+
+# Settings of a kind of layer, by how their names end: its heads (one key head, which the
+# grouped kinds divide by), head width, the tokens it keeps and how many it pools into one.
+_KIND_SETTINGS = (("_n_heads", HEADS), ("_num_heads", HEADS), ("_kv_heads", 1),
+                  ("_head_dim", HEAD_DIM), ("_budget", 4), ("_compress_ratio", 2))
+
+
+def _give_layer_kind_settings(d: dict[str, Any]) -> None:
+    """A kind of layer the tiny model keeps (Qwen4-Exp's "indexed_attention") whose settings,
+    named after it ("indexer_n_heads", "indexer_budget"), the defaults all leave unset: the
+    layer reads them unchecked, so they get tiny values by what each one is."""
+    kinds = d.get("layer_types")
+    if not isinstance(kinds, list):
+        return
+    ordinary = {"full_attention", "sliding_attention", "linear_attention", "attention", "conv"}
+    for kind in {k for k in kinds if isinstance(k, str) and k not in ordinary}:
+        stem = kind.split("_")[0][:5]  # "indexed" and "indexer" share "index"
+        keys = [k for k in d if isinstance(k, str) and k.startswith(stem) and k != "layer_types"]
+        if not keys or any(d[k] is not None for k in keys):
+            continue  # set by the defaults, or not a group of this kind's settings
+        for key in keys:
+            d[key] = next((v for end, v in _KIND_SETTINGS if key.endswith(end)), None)
