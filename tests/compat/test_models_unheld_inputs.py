@@ -185,3 +185,33 @@ def test_a_float_sequence_of_an_audio_only_model_is_a_waveform():
     both = _Speech()
     both.input_modalities = ("audio", "text")  # not audio alone: the battery's length
     assert documented_input(both, "inputs", {}, gen).shape == (2, 8)
+
+
+class _CrossAttending(torch.nn.Module):
+    main_input_name = "input_ids"
+    input_modalities = ("image", "text")
+
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+        del self.config.image_token_id
+
+    def forward(self, input_ids=None, pixel_values=None, image_attention_mask=None):
+        r"""
+        pixel_values (`torch.Tensor` of shape `(batch_size, num_images, num_channels, height, width)`):
+            Images.
+        image_attention_mask (`torch.LongTensor`, *optional*):
+            Which images each token sees.
+        """
+        return input_ids
+
+
+def test_with_several_images_per_sample_every_token_sees_every_image():
+    from torchneuron.compat.models.inputs import forward_inputs
+
+    gen = torch.Generator().manual_seed(0)
+    inputs = forward_inputs(_CrossAttending(), "base", gen, True, "images per sample")
+    mask = inputs["image_attention_mask"]
+    assert mask.shape == (2, 8, IMAGES_PER_SAMPLE) and mask.dtype == torch.long and mask.all()
+    one_image = forward_inputs(_CrossAttending(), "base", gen, True)
+    assert "image_attention_mask" not in one_image  # one image per sample: nothing to choose

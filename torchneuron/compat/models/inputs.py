@@ -252,6 +252,18 @@ def _patches_as_images(model, inputs: dict[str, torch.Tensor]) -> dict[str, torc
     return out
 
 
+def _images_each_token_sees(model, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Beside several images per sample and token ids, an `image_attention_mask` forward takes
+    without a documented shape says which images each token sees, (batch, tokens, images)
+    (IDEFICS' cross-attention): every token sees every image."""
+    pixels, ids = inputs.get("pixel_values"), inputs.get("input_ids")
+    if pixels is None or ids is None or pixels.dim() != 5 or "image_attention_mask" in inputs \
+            or not _named(model, "image_attention_mask") \
+            or _documented_shape(model, "image_attention_mask") is not None:
+        return inputs
+    return {**inputs, "image_attention_mask": torch.ones(*ids.shape, pixels.shape[1], dtype=torch.long)}
+
+
 def _images_per_sample(model, inputs: dict[str, torch.Tensor], gen: torch.Generator):
     """Models that take several images per sample (a keypoint matcher's pair, IDEFICS'
     interleaved images, a robot policy's cameras) take pixel_values as (batch, images,
@@ -670,6 +682,7 @@ def forward_inputs(model, head: str, gen: torch.Generator, every_modality: int =
         if every_modality >= EVERY_DOCUMENTED:
             inputs = documented_inputs(model, inputs, gen, layout)
         inputs = _image_placeholders(model, inputs)
+        inputs = _images_each_token_sees(model, inputs)
     if "attention_mask" in inputs and not _named(model, "attention_mask"):
         del inputs["attention_mask"]
     if getattr(model.config, "is_encoder_decoder", False) and _named(model, "decoder_input_ids"):
