@@ -215,3 +215,16 @@ def test_with_several_images_per_sample_every_token_sees_every_image():
     assert mask.shape == (2, 8, IMAGES_PER_SAMPLE) and mask.dtype == torch.long and mask.all()
     one_image = forward_inputs(_CrossAttending(), "base", gen, True)
     assert "image_attention_mask" not in one_image  # one image per sample: nothing to choose
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", [
+    "qwen2_5_omni_thinker", "pi0", "vibevoice_acoustic_tokenizer_decoder", "granite_speech5_ctc",
+    "muse_glimmer_assistant", "qwen3_asr_encoder", "kosmos-2", "speech-encoder-decoder",
+    "step3p7", "qwen4_exp_text", "idefics", "video_llama_3_vision"])
+def test_types_the_unheld_inputs_reach_match_the_cpu(model_type):
+    from torchneuron.compat.models.check import PASS, check
+
+    rec = check(by_type(model_type))  # neuron against the CPU, forward and every gradient
+    assert (rec["forward"], rec["backward"]) == (PASS, PASS), rec["cause"]
+    assert rec["generate"] in (PASS, "n/a"), rec["cause"]
