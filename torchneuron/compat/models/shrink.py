@@ -9,6 +9,8 @@ import math
 import re
 from typing import Any
 
+from . import hidden_factors
+
 HIDDEN = 64
 HEADS = 4
 KV_HEADS = 2
@@ -351,10 +353,11 @@ def _keep_head_dim(d: dict, out: dict) -> None:
 
 
 PROFILES = ("small heads", "full head_dim", "every width", "every width, full head_dim",
-            "every width, full image", "unset sizes set")
+            "every width, full image", "unset sizes set", "hidden size keeps its factor of three")
 # "every width, full image" keeps the default image (size, patch, windows): relative position
 # tables, window partitions and feature-map strides of many vision towers are sized from it.
-# The last profile is the first one plus the sizes the defaults leave unset (unset_sizes.py).
+# "unset sizes set" is the first one plus the sizes the defaults leave unset (unset_sizes.py);
+# the last one gives the hidden size the factor of three its default has (hidden_factors.py).
 _IMAGE_KEYS = {"image_size", "patch_size", "window_size", "img_size", "input_size"}
 
 
@@ -406,6 +409,8 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
         # necks and pixel decoders read every level it names (Mask2Former's four).
         for key in ("out_features", "out_indices", "stage_names"):
             out.pop(key, None)
+    if profile == hidden_factors.PROFILE:
+        hidden_factors.keep_factor_of_three(d, out, HIDDEN)
     _derive_head_sizes(d, out)
     _follow_repeated_width(d, out)
     _follow_width_coefficient(d, out)
@@ -421,6 +426,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
     if layers_before:
         _keep_an_attention_layer(out, layers_before)
     _sum_layer_parts(d, out)
+    _keep_layer_multiple(d, out)
     _remap_token_ids(out)
     return out
 
@@ -440,6 +446,24 @@ def _sum_layer_parts(d: dict, out: dict) -> None:
         for key, value in d.items():  # per-layer lists: the first layers, as many as there are
             if isinstance(value, list) and len(value) == total:
                 out[key] = value[:out["num_hidden_layers"]]
+
+
+# The layers one stack builds, which the model runs several times over: the model's layer
+# count (its cache slots) is the defaults' multiple of it (HRM-Text: 16 per stack, 128 in all).
+_LAYERS_PER_STACK = re.compile(r"^num_layers_per_\w+$")
+
+
+def _keep_layer_multiple(d: dict, out: dict) -> None:
+    """A stack's layer count shrinks like any layer count, and num_hidden_layers stays the
+    same multiple of it as in the defaults (a config that derives the total in __post_init__
+    reads the stored one back as given)."""
+    total = d.get("num_hidden_layers")
+    for key, value in d.items():
+        if isinstance(key, str) and _LAYERS_PER_STACK.match(key) and isinstance(value, int) \
+                and not isinstance(value, bool) and isinstance(total, int) and 0 < value < total \
+                and total % value == 0:
+            out[key] = min(value, LAYERS)
+            out["num_hidden_layers"] = out[key] * (total // value)
 
 
 _KINDS = re.compile(r"(^|_)(layer|block)_types$")
