@@ -353,11 +353,13 @@ def _keep_head_dim(d: dict, out: dict) -> None:
 
 
 PROFILES = ("small heads", "full head_dim", "every width", "every width, full head_dim",
-            "every width, full image", "unset sizes set", "hidden size keeps its factor of three")
+            "every width, full image", "unset sizes set", "derived sizes derived again",
+            "hidden size keeps its factor of three")
 # "every width, full image" keeps the default image (size, patch, windows): relative position
 # tables, window partitions and feature-map strides of many vision towers are sized from it.
 # "unset sizes set" is the first one plus the sizes the defaults leave unset (unset_sizes.py);
-# the last one gives the hidden size the factor of three its default has (hidden_factors.py).
+# the next leaves sizes the config derives unset again (derived_again.py); the last one gives
+# the hidden size the factor of three its default has (hidden_factors.py).
 _IMAGE_KEYS = {"image_size", "patch_size", "window_size", "img_size", "input_size"}
 
 
@@ -731,13 +733,15 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
     together (its validation names them) take the value it asks for."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from . import unset_sizes
+    from . import derived_again, unset_sizes
 
     config_class = CONFIG_MAPPING[model_type]
     full = config_class().to_dict()
     small = shrink_dict(full, profile)
     if profile == unset_sizes.PROFILE:
         unset_sizes.give_unset_sizes(small)
+    if profile == derived_again.PROFILE:
+        derived_again.unset_derived_sizes(config_class, full, small)
     _follow_stage_widths(full, small)
     _follow_other_parts_width(full, small)
     _scale_feature_map_sizes(full, small)
