@@ -67,3 +67,44 @@ def test_shape_mismatch_raises_the_cpu_error():
     with pytest.raises(RuntimeError) as dev_error:
         torch.zeros(3, device="neuron").copy_(torch.ones(4, device="neuron"))
     assert str(dev_error.value) == str(cpu_error.value)
+
+
+def test_copies_within_the_device_raise_the_cpu_errors():
+    # Within one device the CPU's copy kernel runs on the neuron tensors themselves; its iterator
+    # must still refuse what the CPU's copy_ refuses, writing nothing.
+    dev = torch.arange(8.0, device="neuron")
+    with pytest.raises(RuntimeError, match="more than one element") as dev_error:
+        dev.expand(2, 8).copy_(torch.ones(2, 8, device="neuron"))
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.arange(8.0).expand(2, 8).copy_(torch.ones(2, 8))
+    assert str(dev_error.value) == str(cpu_error.value)
+    torch.testing.assert_close(dev.cpu(), torch.arange(8.0))
+    with pytest.raises(RuntimeError) as cpu_error:
+        torch.zeros(2, 3).t().copy_(torch.ones(4, 2))
+    with pytest.raises(RuntimeError) as dev_error:
+        torch.zeros(2, 3, device="neuron").t().copy_(torch.ones(4, 2, device="neuron"))
+    assert str(dev_error.value) == str(cpu_error.value)
+
+
+def test_complex_to_real_copy_within_the_device_warns_and_keeps_the_real_part():
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)  # the CPU warns once per process; every time here
+    try:
+        with pytest.warns(UserWarning, match="discards the imaginary part"):
+            out = torch.empty(4, 3, device="neuron").t().copy_(z.neuron())
+    finally:
+        torch.set_warn_always(always)
+    torch.testing.assert_close(out.cpu(), z.real)
+
+
+def test_copy_within_the_device_reads_what_queued_work_wrote():
+    # A strided copy that runs at the call (an idle device, or one it cannot queue behind) must
+    # first let queued work finish: its source is a matmul's result.
+    a = torch.randn(256, 256)
+    dev = a.neuron()
+    for _ in range(3):
+        product = dev @ dev
+        out = torch.empty(256, 128, device="neuron")
+        out.copy_(product[:, ::2])
+        torch.testing.assert_close(out.cpu(), (a @ a)[:, ::2])

@@ -116,6 +116,14 @@ at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10
   const at::Tensor& on_device = ops.self.is_privateuseone() ? ops.self : ops.other;
   profiler::KernelActivityScope activity(kNames[static_cast<int>(op)], on_device.device().index());
   exec::InlineScope in_place;  // the iterator's allocations and casts run here, in order
+  // Two operands of one dense layout: the iterator would give the result that layout; allocated
+  // here, without the dispatcher's empty_strided call the iterator would make.
+  if (!out.defined() && !is_python_number(ops.self) && !is_python_number(ops.other) &&
+      ops.self.sizes().equals(ops.other.sizes()) && ops.self.strides().equals(ops.other.strides()) &&
+      ops.self.is_non_overlapping_and_dense()) {
+    out = new_device_tensor(ops.self.sizes(), ops.self.strides(), ops.dtype,
+                            on_device.device().index());
+  }
   auto iter = op == Arith::kDiv ? at::TensorIterator::binary_float_op(out, ops.self, ops.other)
                                 : at::TensorIterator::binary_op(out, ops.self, ops.other);
   switch (op) {

@@ -50,6 +50,11 @@ inline bool cpu_kernel_takes(std::initializer_list<const at::Tensor*> operands) 
   return fast_path_dtype(dtype);
 }
 
+// A new neuron tensor on `device`, as `at::empty_strided` makes it (the deterministic fill
+// included) without a trip through the dispatcher: a fast path's result.
+at::Tensor new_device_tensor(c10::IntArrayRef size, c10::IntArrayRef stride,
+                             c10::ScalarType dtype, c10::DeviceIndex device);
+
 // A dtype whose CPU matmul kernel (mm/addmm/bmm) calls BLAS or ATen's own loops on raw pointers.
 // bfloat16 and float16 (and float32 when torch.backends.mkldnn's matmul precision is bf16/tf32)
 // go to oneDNN, which rejects tensors that are not CPU tensors, and ATen's CPU kernel answers

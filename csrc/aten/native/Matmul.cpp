@@ -18,6 +18,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include <initializer_list>
@@ -33,7 +34,8 @@ bool blas_takes(std::initializer_list<const at::Tensor*> operands) {
 
 // The result the CPU's functional kernel allocates: contiguous, the first operand's options.
 at::Tensor new_result(c10::IntArrayRef sizes, const at::Tensor& like) {
-  return at::empty(sizes, like.options());
+  return new_device_tensor(sizes, c10::contiguous_strides(sizes), like.scalar_type(),
+                           like.device().index());
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {

@@ -1,6 +1,10 @@
 // The few ATen kernels that cannot go through the boxed fallback: they create neuron memory,
 // change a tensor's metadata in place, or move bytes across the host/device boundary.
+#include "aten/CpuStubs.h"  // first: before any ATen header
 #include "aten/CpuAlias.h"
+#include "aten/Float64Gate.h"
+#include "aten/HostAccess.h"
+#include "aten/native/FastPath.h"
 #include "device/CurrentDevice.h"
 #include "device/ExecutionQueue.h"
 #include "device/NeuronAllocator.h"
@@ -12,6 +16,8 @@
 #include <ATen/Functions.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Copy.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/_reshape_alias_cpu_dispatch.h>
@@ -71,6 +77,20 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   return fill_if_deterministic(at::detail::empty_strided_generic(
       size, stride, &neuron_allocator(), kNeuronKeys, c10::dtype_or_default(dtype)));
 }
+
+}  // namespace
+
+at::Tensor new_device_tensor(c10::IntArrayRef size, c10::IntArrayRef stride,
+                             c10::ScalarType dtype, c10::DeviceIndex device) {
+  if (device == current_device()) {  // no guard to set and restore (the common case)
+    return fill_if_deterministic(at::detail::empty_strided_generic(
+        size, stride, &neuron_allocator(), kNeuronKeys, dtype));
+  }
+  return empty_strided(size, stride, dtype, std::nullopt,
+                       c10::Device(c10::DeviceType::PrivateUse1, device), std::nullopt);
+}
+
+namespace {
 
 // View kernels only build new metadata over the same storage; the CPU ones are device-blind.
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -133,6 +153,19 @@ const char* memcpy_name(const at::Tensor& src, const at::Tensor& dst) {
   return to_device ? "Memcpy HtoD (Host -> Device)" : "Memcpy DtoH (Device -> Host)";
 }
 
+// A copy within one neuron device that the CPU's copy kernel may run on the neuron tensors
+// themselves (host-addressable memory), skipping the CPU aliases (~half of a small strided copy's
+// cost: a slice's backward, .contiguous() of an expanded gradient). Everything the CPU's copy_
+// decides before its kernel stays with the alias path: views of the same memory (its early exit),
+// conjugate and negative bits to resolve, complex to real (it warns), float64 (the policy).
+bool copy_runs_on_device_tensors(const at::Tensor& src, const at::Tensor& dst) {
+  return src.device() == dst.device() && src.device().type() == c10::DeviceType::PrivateUse1 &&
+         host_addressable() && !src.is_conj() && !dst.is_conj() && !src.is_neg() &&
+         !dst.is_neg() && (dst.is_complex() || !src.is_complex()) &&
+         fast_path_dtype(src.scalar_type()) && fast_path_dtype(dst.scalar_type()) &&
+         !src.storage().is_alias_of(dst.storage());
+}
+
 at::Tensor copy_now(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& on_device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
   profiler::KernelActivityScope activity(memcpy_name(self, dst), on_device.device().index());
@@ -152,6 +185,21 @@ at::Tensor copy_now(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   TORCH_CHECK(self.layout() == c10::kStrided && dst.layout() == c10::kStrided,
               "neuron supports strided tensors only, got a copy from ", self.layout(), " to ",
               dst.layout());
+  if (copy_runs_on_device_tensors(self, dst)) {
+    exec::settle();
+    exec::InlineScope in_place;
+    // The CPU's copy_ past its early exits: the same iterator (its overlap checks included) and
+    // the CPU's copy kernel, which converts dtypes as it copies.
+    auto iter = at::TensorIteratorConfig()
+                    .add_output(dst)
+                    .add_const_input(self)
+                    .resize_outputs(false)
+                    .check_all_same_dtype(false)
+                    .check_all_same_device(false)
+                    .build();
+    if (iter.numel() > 0) at::native::copy_stub(c10::kCPU, iter, non_blocking);
+    return dst;
+  }
   const c10::Device device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst.device()
                                                                                 : self.device();
   AliasSession session(device.index());
