@@ -268,6 +268,21 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
         out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
 
 
+def _follow_patch_grid(d: dict, out: dict) -> None:
+    """A size no rule shrank that the defaults make the image's patches per side
+    (image_size // patch_size: SAM's prompt encoder embeds its dense prompts on a 64 x 64 grid,
+    1024 // 16) is the shrunk image's patches per side, the grid the vision tower makes."""
+    image, patch = d.get("image_size"), d.get("patch_size")
+    small_image, small_patch = out.get("image_size"), out.get("patch_size")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for v in (image, patch, small_image, small_patch)) or image // patch == small_image // small_patch:
+        return
+    for key, value in d.items():
+        if isinstance(key, str) and key not in _IMAGE_KEYS and key.endswith("_size") \
+                and value == image // patch and not isinstance(value, bool) and out.get(key) == value:
+            out[key] = small_image // small_patch
+
+
 def _follow_repeated_width(d: dict, out: dict) -> None:
     """A list that repeats one width ([256, 256, 256]: a width per feature level) follows the
     widths of that default value, where every such width shrank to the same one (D-FINE's
@@ -414,6 +429,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
     if profile == hidden_factors.PROFILE:
         hidden_factors.keep_factor_of_three(d, out, HIDDEN)
     _derive_head_sizes(d, out)
+    _follow_patch_grid(d, out)
     _follow_repeated_width(d, out)
     _follow_width_coefficient(d, out)
     _derive_ssm_heads(d, out)
@@ -693,15 +709,20 @@ def _ints(full: dict, small: dict):
 def _follow_other_parts_width(full: dict, small: dict) -> None:
     """A width no rule shrank that equals another part's hidden_size in the defaults follows
     that part where every part of that width shrank alike (SAM2's fpn_hidden_size feeds the
-    mask decoder, whose hidden_size is the same 256)."""
+    mask decoder, whose hidden_size is the same 256; so does the output_channels of SAM's
+    vision tower). Sine-cosine position features (num_pos_feats, two values each) that are half
+    such a width in the defaults stay half of it (SAM adds them to the vision tower's output)."""
     widths: dict[int, set] = {}
     for value, shrunk, _, key in _ints(full, small):
         if key == "hidden_size" and shrunk != value:
             widths.setdefault(value, set()).add(shrunk)
     for value, shrunk, node, key in _ints(full, small):
-        if key != "hidden_size" and _OTHER_WIDTH.search(key) and shrunk == value \
-                and len(widths.get(value, ())) == 1:
+        if key != "hidden_size" and (_OTHER_WIDTH.search(key) or key == "output_channels") \
+                and shrunk == value and len(widths.get(value, ())) == 1:
             node[key] = next(iter(widths[value]))
+    for value, shrunk, node, key in _ints(full, small):  # after output_channels has followed
+        if key == "num_pos_feats" and shrunk == value and len(widths.get(2 * value, ())) == 1:
+            node[key] = next(iter(widths[2 * value])) // 2  # a sine and a cosine per feature
 
 
 def _scale_feature_map_sizes(full: dict, small: dict) -> None:
