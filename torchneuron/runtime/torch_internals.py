@@ -649,6 +649,7 @@ _ADD_STUB = "PFvRNS_18TensorIteratorBaseERKN3c106ScalarEENS0_30add_stub_DECLARE_
 _MUL_STUB = "PFvRNS_18TensorIteratorBaseEENS0_30mul_stub_DECLARE_DISPATCH_type"
 _DIV_STUB = "PFvRNS_18TensorIteratorBaseEENS0_35div_true_stub_DECLARE_DISPATCH_type"
 _FILL_STUB = "PFvRNS_14TensorIteratorERKN3c106ScalarEENS0_31fill_stub_DECLARE_DISPATCH_type"
+_COPY_STUB = "PFvRNS_14TensorIteratorEbENS0_31copy_stub_DECLARE_DISPATCH_type"
 
 # The c10d::Work virtuals NeuronWork and DeferredWork inherit or call (their vtables).
 _WORK_VIRTUALS = (
@@ -1262,6 +1263,11 @@ ENTRIES: tuple[Internal, ...] = (
          "fill_/zero_ run the CPU's fill kernel on neuron memory",
          header("ATen/native/Fill.h", "fill_stub"),
          symbols=("_ZN2at6native9fill_stubE", *_stub_members(_FILL_STUB))),
+    _cpp("at::native::copy_stub", ("Memory.cpp",),
+         "a strided copy within one neuron device runs the CPU's copy kernel (with its dtype "
+         "conversions) on a TensorIterator over neuron memory",
+         header("ATen/native/Copy.h", "copy_stub"),
+         symbols=("_ZN2at6native9copy_stubE", *_stub_members(_COPY_STUB))),
     _cpp("at::native::fill_empty_deterministic_", ("Memory.cpp",),
          "empty/empty_strided on neuron fill new memory as the CPU's do under "
          "torch.use_deterministic_algorithms(True) (an inline helper in a native header)",
