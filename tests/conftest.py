@@ -9,11 +9,18 @@ import pytest
 import torch
 
 
-def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter (for autoload, environment and crash-isolation tests)."""
+def run_python(code: str, env: dict | None = None, timeout: float = 120,
+               args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Runs `code` (with `args` as sys.argv[1:]) in a fresh interpreter (for autoload,
+    environment and crash-isolation tests). `env` updates this process's environment; a variable
+    given as None is removed."""
     full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    for name, value in (env or {}).items():
+        if value is None:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = value
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           env=full_env, timeout=timeout)
 
 

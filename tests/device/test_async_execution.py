@@ -45,7 +45,7 @@ def test_async(async_results, name):
     assert r["ok"], r["error"]
 
 
-def test_launch_blocking_raises_a_kernel_error_at_the_call():
+def test_launch_blocking_raises_a_kernel_error_at_the_call(python):
     code = ("import torch, torchneuron\n"
             "x = torch.randn(1000, 8, device='neuron')\n"
             "big = torch.randn(768, 768, device='neuron'); y = big @ big\n"
@@ -54,48 +54,42 @@ def test_launch_blocking_raises_a_kernel_error_at_the_call():
             "except IndexError as e:\n"
             "    print('raised at the call:', e)\n"
             "print(torchneuron._C._launch_blocking(), torchneuron._C._device_idle())\n")
-    env = dict(os.environ, NEURON_EAGER_MODE="async", NEURON_LAUNCH_BLOCKING="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = python(code, {"NEURON_EAGER_MODE": "async", "NEURON_LAUNCH_BLOCKING": "1"},
+                     timeout=300)
     assert "raised at the call: index out of range" in out.stdout, out.stdout + out.stderr
     assert out.stdout.strip().endswith("True True"), out.stdout
 
 
 @pytest.mark.parametrize("var,value", [("NEURON_EAGER_MODE", "fast"),
                                        ("NEURON_LAUNCH_BLOCKING", "yes")])
-def test_bad_mode_settings_are_refused_naming_the_variable(var, value):
+def test_bad_mode_settings_are_refused_naming_the_variable(var, value, python):
     code = ("import torch, torchneuron\n"
             "try:\n"
             "    torch.neuron.device_count()\n"
             "except ValueError as e:\n"
             "    print(type(e).__name__, e)\n")
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **{var: value}),
-                         capture_output=True, text=True, timeout=300)
+    out = python(code, {var: value}, timeout=300)
     assert f"ConfigError {var}={value!r} is not valid" in out.stdout, out.stdout + out.stderr
 
 
-def test_async_is_the_default_mode():
+def test_async_is_the_default_mode(python):
     code = "import torchneuron; print(torchneuron.runtime.execution.mode())"
-    env = {k: v for k, v in os.environ.items() if k != "NEURON_EAGER_MODE"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = python(code, {"NEURON_EAGER_MODE": None}, timeout=300)
     assert out.stdout.strip() == "async", out.stdout + out.stderr
 
 
-def test_sync_mode_never_queues():
+def test_sync_mode_never_queues(python):
     code = ("import torch, torchneuron\n"
             "x = torch.randn(768, 768, device='neuron')\n"
             "y = x @ x\n"
             "idle = torchneuron._C._device_idle()\n"
             "torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())\n"
             "print(torchneuron.runtime.execution.mode(), idle)\n")
-    out = subprocess.run([sys.executable, "-c", code],
-                         env=dict(os.environ, NEURON_EAGER_MODE="sync"), capture_output=True,
-                         text=True, timeout=300)
+    out = python(code, {"NEURON_EAGER_MODE": "sync"}, timeout=300)
     assert out.stdout.strip() == "sync True", out.stdout + out.stderr
 
 
-def test_freeing_a_tensor_another_stream_still_uses_is_caught_unless_recorded():
+def test_freeing_a_tensor_another_stream_still_uses_is_caught_unless_recorded(python):
     # The use after free CUDA users hit: x is allocated on the current stream, used on a side
     # stream, and dropped before the side stream's work is done. Without record_stream the
     # device says so (once per pair of streams); with it, nothing is said. Values stay right.
@@ -114,9 +108,7 @@ def test_freeing_a_tensor_another_stream_still_uses_is_caught_unless_recorded():
             "torch.neuron.synchronize()\n"
             "print('unrecorded', use_on_side(False), flush=True)\n"
             "print('recorded', use_on_side(True), flush=True)\n")
-    env = dict(os.environ, NEURON_EAGER_MODE="async")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = python(code, {"NEURON_EAGER_MODE": "async"}, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     ids = dict(line.split() for line in out.stdout.splitlines())
     warnings = [line for line in out.stderr.splitlines() if "still used it" in line]

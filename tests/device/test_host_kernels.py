@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -101,14 +99,12 @@ print("EQUAL" if all(abs(s - expected) <= 1e-6 * expected for s in sums) else "D
 """
 
 
-def run_async(arg: str) -> str:
-    env = dict(os.environ, NEURON_EAGER_MODE="async")
-    out = subprocess.run([sys.executable, "-c", ASYNC_SCRIPT, arg], env=env, capture_output=True,
-                         text=True, timeout=300)
+def run_async(python, arg: str) -> str:
+    out = python(ASYNC_SCRIPT, {"NEURON_EAGER_MODE": "async"}, timeout=300, args=(arg,))
     assert out.returncode == 0, out.stderr[-3000:]
     assert "mode async" in out.stdout, out.stdout
     return out.stdout
 
 
-def test_async_guarded_host_kernel_reads_after_queued_work():
-    assert "EQUAL" in run_async("guard")
+def test_async_guarded_host_kernel_reads_after_queued_work(python):
+    assert "EQUAL" in run_async(python, "guard")
