@@ -7,6 +7,7 @@
 #include "aten/DeferredOp.h"
 #include "aten/Float64Gate.h"
 #include "aten/IValueTensors.h"
+#include "aten/OpWalk.h"
 #include "aten/QuantizedRefusal.h"
 #include "aten/SparseMembers.h"
 #include "device/CurrentDevice.h"
@@ -262,27 +263,22 @@ std::vector<std::string> route_to_cpu_kernels() {
       {c10::DispatchKey::SparseCsrCPU, c10::DispatchKey::SparseCsrPrivateUse1,
        "SparseCsrPrivateUse1:"}};
   std::vector<std::string> routed;
-  auto& dispatcher = c10::Dispatcher::singleton();
   static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live on
   for (const Route& route : kRoutes) {
     libraries.push_back(std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                                          route.neuron, __FILE__, __LINE__));
     torch::Library& lib = *libraries.back();
-    for (const auto& name : dispatcher.getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0) continue;
-      auto op = dispatcher.findOp(name);
-      if (!op || !op->hasKernelForDispatchKey(route.cpu) ||
-          !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-            op->hasKernelForDispatchKey(
+    for_each_op_in("aten", [&](const c10::OperatorHandle& op, std::string short_name) {
+      if (!op.hasKernelForDispatchKey(route.cpu) ||
+          !(op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+            op.hasKernelForDispatchKey(
                 c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) ||
-          op->hasKernelForDispatchKey(route.neuron)) {
-        continue;
+          op.hasKernelForDispatchKey(route.neuron)) {
+        return;
       }
-      std::string short_name = name.name.substr(6);
-      if (!name.overload_name.empty()) short_name += "." + name.overload_name;
       lib.impl(short_name.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuron_fallback>());
       routed.push_back(route.prefix + std::move(short_name));
-    }
+    });
   }
   return routed;
 }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "aten/HostAccess.h"
+#include "aten/OpWalk.h"
 #include "device/ExecutionQueue.h"
 
 namespace torchneuron {
@@ -23,21 +24,16 @@ void run_after_queued_work(const c10::OperatorHandle& op, c10::DispatchKeySet,
 }  // namespace
 
 std::vector<std::string> guard_host_kernels(const std::string& ns) {
-  auto& dispatcher = c10::Dispatcher::singleton();
-  const std::string prefix = ns + "::";
   static std::vector<std::unique_ptr<torch::Library>> libraries;  // registrations live on
   torch::Library* neuron = nullptr;
   torch::Library* autograd = nullptr;
   std::vector<std::string> guarded;
-  bool known = false;
-  for (const auto& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind(prefix, 0) != 0) continue;
-    known = true;
-    auto op = dispatcher.findOp(name);
-    if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
-      continue;
+  const bool known = for_each_op_in(ns, [&](const c10::OperatorHandle& op,
+                                            std::string short_name) {
+    if (!op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        op.hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+      return;
     }
     if (neuron == nullptr) {
       libraries.push_back(std::make_unique<torch::Library>(
@@ -47,14 +43,12 @@ std::vector<std::string> guard_host_kernels(const std::string& ns) {
           torch::Library::IMPL, ns, c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__));
       autograd = libraries.back().get();
     }
-    std::string short_name = name.name.substr(prefix.size());
-    if (!name.overload_name.empty()) short_name += "." + name.overload_name;
     neuron->impl(short_name.c_str(),
                  torch::CppFunction::makeFromBoxedFunction<&run_after_queued_work>());
     autograd->impl(short_name.c_str(),
                    torch::CppFunction::makeFromBoxedFunction<&run_after_queued_work>());
-    guarded.push_back(name.name + (name.overload_name.empty() ? "" : "." + name.overload_name));
-  }
+    guarded.push_back(ns + "::" + short_name);
+  });
   TORCH_CHECK_VALUE(known, "guard_host_kernels: no operator is registered in the namespace '",
                     ns, "' (load the extension first).");
   return guarded;

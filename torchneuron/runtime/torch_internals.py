@@ -1412,7 +1412,7 @@ ENTRIES: tuple[Internal, ...] = (
                 "at::_ops::copy_::redispatch", "at::_ops::fill__Scalar::redispatch")),
     Internal(
         "c10::Dispatcher op introspection (getAllOpNames, hasKernelForDispatchKey)", "relied on",
-        ("Fallback.cpp", "HostKernels.cpp"),
+        ("OpWalk.h", "Fallback.cpp", "HostKernels.cpp"),
         "route_to_cpu_kernels finds, at import, the ops the dispatcher would decompose for "
         "neuron although the CPU has a kernel; guard_host_kernels finds an extension's "
         "catch-all-only ops",
