@@ -33,7 +33,6 @@ import math
 import os
 import pathlib
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,7 +41,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from timing import seconds_per_call
+from timing import median, seconds_per_call
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for demo.gpt, which eager_overhead's GPT step imports
@@ -422,12 +421,12 @@ def duration(seconds: float) -> str:
 
 
 def spread(xs: list[float]) -> str:
-    scale, unit = (1e6, "us") if statistics.median(xs) < 1e-3 else (1e3, "ms")
-    return f"{duration(statistics.median(xs))} ({min(xs) * scale:.1f}-{max(xs) * scale:.1f})"
+    scale = 1e6 if median(xs) < 1e-3 else 1e3  # the unit duration() picks
+    return f"{duration(median(xs))} ({min(xs) * scale:.1f}-{max(xs) * scale:.1f})"
 
 
 def ratio(cpu: list[float], neuron: list[float], target: float) -> str:
-    r = statistics.median(cpu) / statistics.median(neuron)
+    r = median(cpu) / median(neuron)
     return f"{r:.2f}x" + ("*" if r < target else "")
 
 
