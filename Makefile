@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: setup demo test test-sync test-slow compat-ops compat-models compat-diffusers compat-peft \
+.PHONY: setup demo test test-sync test-fused test-slow compat-ops compat-models compat-diffusers compat-peft \
 	compat-sentence-transformers compat-all chromium bench bench-all clean
 
 setup: $(VENV)/.ext
@@ -38,6 +38,9 @@ test: setup
 
 test-sync: setup
 	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q
+
+test-fused: setup
+	NEURON_EAGER_MODE=fused $(BIN)/python -m pytest -q
 
 test-slow: setup chromium
 	$(BIN)/python -m pytest -q -m slow

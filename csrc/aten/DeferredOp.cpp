@@ -3,6 +3,7 @@
 #include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
 #include "aten/IValueTensors.h"
+#include "aten/SignatureKey.h"
 #include "device/ExecutionQueue.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
@@ -15,6 +16,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -113,11 +115,6 @@ std::unordered_map<std::string, std::shared_ptr<const Recipe>>& recipes() {
 
 struct Result;
 
-template <typename T>
-void put(std::string& key, const T& value) {
-  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
-}
-
 // The arguments as the meta call sees them and as the worker will: per neuron tensor a meta
 // tensor and a snapshot (its metadata now), one of each per tensor and one meta storage per
 // neuron storage, so that identity and aliasing between arguments carry over. Visiting them
@@ -130,24 +127,7 @@ class Arguments {
   bool visit(const c10::IValue& v, std::string& key) {
     if (v.isTensor()) {
       visit_tensor(v.toTensor(), key);
-    } else if (v.isNone()) {
-      key += 'N';
-    } else if (v.isBool()) {
-      key += 'b';
-      put(key, v.toBool());
-    } else if (v.isInt()) {
-      key += 'i';
-      put(key, v.toInt());
-    } else if (v.isDouble()) {
-      key += 'd';
-      put(key, v.toDouble());
-    } else if (v.isComplexDouble()) {
-      key += 'c';
-      put(key, v.toComplexDouble());
-    } else if (v.isString()) {
-      key += 's';
-      key += v.toStringRef();
-      key += '\0';
+    } else if (put_scalar(key, v)) {  // a plain value: written
     } else if (v.isDevice()) {
       key += 'D';
       put(key, static_cast<int8_t>(v.toDevice().type()));
@@ -463,7 +443,11 @@ void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::Devi
   }
 }
 
+std::atomic<const OpHolder*> g_op_holder{nullptr};
+
 }  // namespace
+
+void set_op_holder(const OpHolder* holder) { g_op_holder.store(holder); }
 
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
               c10::DeviceIndex device, RecipeCheck* check) {
@@ -550,11 +534,22 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     work_stack[*g] = reserve_draws(source, drawn);
   }
   const char* name = schema.name().c_str();
-  exec::enqueue(exec::current_stream(device), name,
-                [op, ks, device, work_stack = std::move(work_stack),
-                 results = std::move(results)]() mutable {
-                  run_queued(op, ks, device, work_stack, results);
-                });
+  const OpHolder* holder = g_op_holder.load(std::memory_order_acquire);
+  if (holder != nullptr && returned.size() == 1 && returned[0].isTensor() && holder->holding()) {
+    // Fused mode: the op may be held back, to run fused with the ops around it.
+    std::function<void()> work = [op, ks, device, work_stack, results]() mutable {
+      run_queued(op, ks, device, work_stack, results);
+    };
+    if (!holder->hold(op, device, &(*stack)[begin], work_stack, returned[0].toTensor(), work)) {
+      exec::enqueue(exec::current_stream(device), name, std::move(work));
+    }
+  } else {
+    exec::enqueue(exec::current_stream(device), name,
+                  [op, ks, device, work_stack = std::move(work_stack),
+                   results = std::move(results)]() mutable {
+                    run_queued(op, ks, device, work_stack, results);
+                  });
+  }
 
   stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
   for (auto& v : returned) stack->push_back(std::move(v));

@@ -19,6 +19,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <functional>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,5 +55,17 @@ class RecipeCheck {
 // signature's first call, `check` holds what to confirm once it ran).
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
               c10::DeviceIndex device, RecipeCheck* check);
+
+// Fused eager (csrc/compile/FusedChain.h, a layer above) may hold an op back instead of queuing
+// it: `holding()` says whether it holds now; `hold(op, device, args, snapshots, result, work)`
+// is offered each queued op with one tensor result (args: the caller's arguments; snapshots:
+// the queued work's copies; work: the op's unfused run) and takes `work` when it held the op.
+struct OpHolder {
+  bool (*holding)();
+  bool (*hold)(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
+               const torch::jit::Stack& snapshots, const at::Tensor& result,
+               std::function<void()>& work);
+};
+void set_op_holder(const OpHolder* holder);
 
 }  // namespace torchneuron

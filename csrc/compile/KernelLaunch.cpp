@@ -19,6 +19,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -107,6 +108,72 @@ struct PythonRefs {
   TORCH_CHECK(false, message);
 }
 
+// While record_kernel_calls runs a graph on this thread: the tensors it was given, the buffers
+// it allocated itself, and the calls.
+struct Recording {
+  std::vector<at::Tensor> tensors;
+  std::vector<c10::Storage> scratch;
+  RecordedProgram program;
+  std::string failure;  // set at the first launch that cannot be replayed
+};
+thread_local Recording* t_recording = nullptr;
+
+// A kernel's tensor argument as (buffer, byte offset): one of the graph's tensors, a view of
+// one, or a buffer the graph allocated (views of it included).
+void record_tensor(Recording& r, const at::Tensor& t, RecordedCall& call) {
+  const auto address = reinterpret_cast<std::uintptr_t>(t.data_ptr());
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  for (std::size_t k = 0; k < r.tensors.size(); ++k) {
+    if (r.tensors[k].storage().unsafeGetStorageImpl() == storage) {
+      call.buffer.push_back(static_cast<int>(k));
+      call.value.push_back(address - reinterpret_cast<std::uintptr_t>(r.tensors[k].data_ptr()));
+      return;
+    }
+  }
+  std::size_t k = 0;
+  while (k < r.scratch.size() && r.scratch[k].unsafeGetStorageImpl() != storage) ++k;
+  if (k == r.scratch.size()) {
+    r.scratch.push_back(t.storage());
+    r.program.scratch_nbytes.push_back(t.storage().nbytes());
+  }
+  call.buffer.push_back(static_cast<int>(r.tensors.size() + k));
+  call.value.push_back(address - reinterpret_cast<std::uintptr_t>(r.scratch[k].data()));
+}
+
+void record_launch(Recording& r, PyObject* kernel, PyObject* const* args, std::size_t n) {
+  if (!r.failure.empty()) return;
+  RecordedCall call;
+  call.entry = n <= kMaxRawArgs ? entry_point(kernel) : nullptr;
+  if (call.entry == nullptr) {
+    r.failure = "a kernel without a C entry point taking at most 64 arguments";
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    PyObject* a = args[i];
+    if (THPVariable_Check(a)) {
+      const at::Tensor& t = THPVariable_Unpack(a);
+      if (!t.is_privateuseone() || !t.has_storage()) {
+        r.failure = "a kernel argument that is not a neuron tensor";
+        return;
+      }
+      record_tensor(r, t, call);
+    } else if (PyLong_Check(a)) {
+      const long long v = PyLong_AsLongLong(a);
+      if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        r.failure = "an integer kernel argument out of range";
+        return;
+      }
+      call.buffer.push_back(-1);
+      call.value.push_back(static_cast<std::uintptr_t>(v));
+    } else {
+      r.failure = "a kernel argument that is neither a tensor nor an integer";
+      return;
+    }
+  }
+  r.program.calls.push_back(std::move(call));
+}
+
 PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
   TORCH_CHECK_TYPE(nargs >= 1 && PyCallable_Check(args[0]),
@@ -114,6 +181,10 @@ PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
   PyObject* kernel = args[0];
   PyObject* const* kernel_args = args + 1;
   const std::size_t n = static_cast<std::size_t>(nargs - 1);
+  if (t_recording != nullptr) {
+    record_launch(*t_recording, kernel, kernel_args, n);
+    Py_RETURN_NONE;
+  }
 
   // Which stream: the first neuron buffer's device; a CPU tensor argument (read when the kernel
   // runs, which the caller could change in between) or none at all makes the call synchronous.
@@ -203,6 +274,42 @@ PyMethodDef kAsOneItem = {
     "_as_one_item(call): a compiled graph's call whose queued work reaches its stream as one item"};
 
 }  // namespace
+
+std::optional<RecordedProgram> record_kernel_calls(PyObject* call, PyObject* tensors,
+                                                   std::string& why) {
+  TORCH_CHECK_TYPE(PyList_Check(tensors), "record_kernel_calls: tensors must be a list");
+  Recording recording;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tensors); ++i) {
+    PyObject* t = PyList_GET_ITEM(tensors, i);
+    TORCH_CHECK_TYPE(THPVariable_Check(t) && THPVariable_Unpack(t).is_privateuseone(),
+                     "record_kernel_calls: tensors must hold neuron tensors");
+    recording.tensors.push_back(THPVariable_Unpack(t));
+  }
+  // The boxed call may empty the list it gets: it gets a copy.
+  PyObject* copy = PyList_GetSlice(tensors, 0, PyList_GET_SIZE(tensors));
+  if (copy == nullptr) throw python_error();
+  const std::uint64_t work_before = exec::work_count();
+  t_recording = &recording;
+  PyObject* result = PyObject_CallOneArg(call, copy);
+  t_recording = nullptr;
+  Py_DECREF(copy);
+  if (result == nullptr) throw python_error();
+  Py_DECREF(result);
+  if (!recording.failure.empty()) {
+    why = recording.failure;
+  } else if (exec::work_count() != work_before) {
+    why = "the graph runs device work besides its C++ kernels";
+  } else if (recording.program.calls.empty()) {
+    why = "the graph launches no kernel";
+  } else {
+    return std::move(recording.program);
+  }
+  return std::nullopt;
+}
+
+void call_recorded(const RecordedCall& call, const std::uintptr_t* args) {
+  kRawCalls[call.buffer.size()](call.entry, args);
+}
 
 PyObject* launch_function() { return PyCFunction_New(&kLaunch, nullptr); }
 PyObject* as_one_item_function() { return PyCFunction_New(&kAsOneItem, nullptr); }

@@ -53,6 +53,15 @@ thread_local int t_item_depth = 0;    // ItemScopes open on this thread
 // that make settle() free when the device is idle.
 std::atomic<std::int64_t> g_pending{0};
 std::atomic<int> g_error_count{0};
+// Ops held back to fuse (included in g_pending) and the holder's flush.
+std::atomic<std::int64_t> g_held{0};
+std::atomic<HeldFlush> g_held_flush{nullptr};
+thread_local std::uint64_t t_work_count = 0;
+
+void flush_held(const c10::Stream* stream) {
+  if (g_held.load(std::memory_order_acquire) == 0 || t_worker) return;
+  if (HeldFlush flush = g_held_flush.load(std::memory_order_acquire)) flush(stream);
+}
 
 struct Item {
   const char* name = nullptr;
@@ -276,8 +285,19 @@ ItemScope::~ItemScope() {
 bool idle() { return g_pending.load(std::memory_order_acquire) == 0; }
 
 bool run_inline(std::size_t bytes) {
-  return !queuing() || (bytes <= kInlineBytes && idle() && t_collected.pieces.empty());
+  const bool now = !queuing() || (bytes <= kInlineBytes && idle() && t_collected.pieces.empty());
+  t_work_count += now;
+  return now;
 }
+
+void set_held_flush(HeldFlush flush) { g_held_flush.store(flush); }
+
+void add_held(std::int64_t delta) {
+  g_held.fetch_add(delta);
+  g_pending.fetch_add(delta);
+}
+
+std::uint64_t work_count() { return t_work_count; }
 
 c10::Stream current_stream(c10::DeviceIndex device) {
   const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
@@ -285,6 +305,12 @@ c10::Stream current_stream(c10::DeviceIndex device) {
 }
 
 void enqueue(const c10::Stream& stream, const char* name, std::function<void()> work) {
+  flush_held(&stream);
+  enqueue_held(stream, name, std::move(work));
+}
+
+void enqueue_held(const c10::Stream& stream, const char* name, std::function<void()> work) {
+  ++t_work_count;
   if (t_item_depth > 0 && !t_worker) {
     if (!t_collected.pieces.empty() && t_collected.stream != stream) flush_collected();
     t_collected.stream = stream;
@@ -320,12 +346,14 @@ void raise_pending_error(c10::DeviceIndex device) {
 }
 
 void synchronize_stream(const c10::Stream& stream) {
+  flush_held(&stream);
   flush_collected();
   if (StreamQueue* q = find_queue(stream)) wait_drained(q);
   raise_pending_error(stream.device_index());
 }
 
 void synchronize_device(c10::DeviceIndex device) {
+  flush_held(nullptr);
   flush_collected();
   for (StreamQueue* q : queues_of(device)) wait_drained(q);
   raise_pending_error(device);
@@ -333,6 +361,8 @@ void synchronize_device(c10::DeviceIndex device) {
 
 void settle() {
   if (t_worker) return;
+  ++t_work_count;
+  flush_held(nullptr);
   flush_collected();
   if (g_pending.load(std::memory_order_acquire) == 0 &&
       g_error_count.load(std::memory_order_acquire) == 0) {
@@ -345,6 +375,7 @@ void settle() {
 }
 
 bool query_stream(const c10::Stream& stream) {
+  flush_held(&stream);
   flush_collected();
   StreamQueue* q = find_queue(stream);
   if (q == nullptr) return true;
@@ -371,6 +402,7 @@ std::int64_t Marker::time_ns() const {
 }
 
 Marker record_marker(const c10::Stream& stream) {
+  flush_held(&stream);
   flush_collected();
   auto state = std::make_shared<Marker::State>(stream);
   StreamQueue* q = queuing() ? find_queue(stream) : nullptr;

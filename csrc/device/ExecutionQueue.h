@@ -71,6 +71,20 @@ constexpr std::size_t kInlineBytes = 64 * 1024;
 // by an open ItemScope.
 bool run_inline(std::size_t bytes);
 
+// Fused mode holds queued ops back to fuse them (csrc/aten/FusedChain.h). The queue calls the
+// holder's flush before anything that must come after held work: work queued on the stream, a
+// marker, a synchronization or query (`stream` null: every stream).
+using HeldFlush = void (*)(const c10::Stream* stream);
+void set_held_flush(HeldFlush flush);
+// Held ops count as pending work: the device is not idle (no op runs inline past them) and
+// settle() flushes them and waits for them. `delta` ops were held (+) or handed over (-).
+void add_held(std::int64_t delta);
+// Queues work that was held back, in its place (without flushing held work again).
+void enqueue_held(const c10::Stream& stream, const char* name, std::function<void()> work);
+// Work this thread has queued, run inline or settled for so far: a compiled chain's kernel
+// calls are recorded only when calling it did nothing else (csrc/compile/KernelLaunch.cpp).
+std::uint64_t work_count();
+
 // Queues `work` on `stream`. `name` (an op's name; must outlive the work) prefixes an error the
 // work raises. The work holds references to every tensor it touches, so memory it uses stays
 // allocated until it ran; it is destroyed on the worker before the stream counts as drained.

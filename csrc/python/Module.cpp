@@ -20,6 +20,7 @@
 #include "profiler/KernelActivity.h"
 #include "profiler/MemoryHistory.h"
 #include "profiler/RecordedActivity.h"
+#include "python/FusionBindings.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <torch/csrc/Exceptions.h>
@@ -178,6 +179,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("_configure_execution", &tn::exec::configure);
+  tn::bind_fusion(m);
   m.def("_execution_mode", [] { return tn::exec::async_mode() ? "async" : "sync"; });
   m.def("_launch_blocking", &tn::exec::launch_blocking);
   m.def("_device_idle", &tn::exec::idle);

@@ -1,4 +1,5 @@
-"""NEURON_FUSION_HOT: how often a chain is seen before it is compiled."""
+"""NEURON_FUSION_HOT: how often a chain is seen before it is compiled; NEURON_EAGER_MODE's fused
+mode and TorchTPU's names for the others."""
 
 import pytest
 
@@ -16,3 +17,17 @@ def test_bad_hotness_names_the_variable_and_the_accepted_values(value):
     with pytest.raises(ConfigError, match=r"NEURON_FUSION_HOT=.* is not valid; accepted values: "
                                           r"a whole number of times, at least 1"):
         load({"NEURON_FUSION_HOT": value})
+
+
+def test_eager_modes_and_torchtpu_names():
+    assert load({"NEURON_EAGER_MODE": "fused"}).eager_mode == "fused"
+    assert load({"NEURON_EAGER_MODE": " Fused "}).eager_mode == "fused"
+    assert load({"NEURON_EAGER_MODE": "debug"}).eager_mode == "sync"
+    assert load({"NEURON_EAGER_MODE": "strict"}).eager_mode == "async"
+    assert load({}).eager_mode == "async"
+
+
+def test_bad_eager_mode_names_every_accepted_value():
+    with pytest.raises(ConfigError, match=r"NEURON_EAGER_MODE=.*fusd.* is not valid; accepted "
+                                          r"values: sync, async, fused, debug, strict"):
+        load({"NEURON_EAGER_MODE": "fusd"})

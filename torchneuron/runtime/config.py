@@ -18,8 +18,10 @@ each one is listed in the README.
   NEURON_KERNEL_MODE         the kernel library's ops (torchneuron.kernels): fast (default,
                              composite ops) or simulate (their NKI kernels on the simulator)
   NEURON_EAGER_MODE          how eager ops execute: async (default: queued per stream, run by
-                             the device's workers; errors surface at the next synchronization)
-                             or sync (each op completes before the call returns)
+                             the device's workers; errors surface at the next synchronization),
+                             sync (each op completes before the call returns) or fused (async,
+                             and hot chains of queued pointwise ops run as one generated
+                             kernel); TorchTPU's names debug (= sync) and strict (= async) too
   NEURON_LAUNCH_BLOCKING     1: every op completes before its call returns, in any mode (as
                              CUDA_LAUNCH_BLOCKING); 0 (default)
   NEURON_FUSION_HOT          fused eager: a chain of queued ops is compiled once seen this many
@@ -40,7 +42,8 @@ _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 
 FLOAT64_POLICIES = ("error", "allow")
 COMPILE_GEMMS = ("onednn", "aten")
 KERNEL_MODES = ("fast", "simulate")
-EAGER_MODES = ("sync", "async")
+EAGER_MODES = ("sync", "async", "fused")
+EAGER_MODE_ALIASES = {"debug": "sync", "strict": "async"}  # TorchTPU's names
 
 
 _MAX_BYTES = 1 << 63  # the runtime counts bytes in 64 bits
@@ -144,8 +147,10 @@ def load(environ: os._Environ | dict | None = None) -> Config:
         raise _bad("NEURON_KERNEL_MODE", env["NEURON_KERNEL_MODE"], ", ".join(KERNEL_MODES))
 
     eager_mode = env.get("NEURON_EAGER_MODE", "async").strip().lower()
+    eager_mode = EAGER_MODE_ALIASES.get(eager_mode, eager_mode)
     if eager_mode not in EAGER_MODES:
-        raise _bad("NEURON_EAGER_MODE", env["NEURON_EAGER_MODE"], ", ".join(EAGER_MODES))
+        raise _bad("NEURON_EAGER_MODE", env["NEURON_EAGER_MODE"],
+                   ", ".join((*EAGER_MODES, *EAGER_MODE_ALIASES)))
 
     blocking_text = env.get("NEURON_LAUNCH_BLOCKING", "0").strip()
     if blocking_text not in ("0", "1"):

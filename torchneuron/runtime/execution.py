@@ -1,7 +1,8 @@
-"""How eager ops execute on neuron (csrc/device/ExecutionQueue.h): synchronously (the default) or
-queued per stream and run by the device's workers (NEURON_EAGER_MODE=async). This module is the
-Python side: the mode a process runs in, and the few places above the C++ core that must wait for
-queued work before they touch device memory themselves."""
+"""How eager ops execute on neuron (csrc/device/ExecutionQueue.h): queued per stream and run by the
+device's workers (NEURON_EAGER_MODE=async, the default), the same with hot chains of pointwise
+ops fused into one kernel (fused; csrc/aten/FusedChain.h), or synchronously (sync). This module
+is the Python side: the mode a process runs in, and the few places above the C++ core that must
+wait for queued work before they touch device memory themselves."""
 
 from __future__ import annotations
 
@@ -10,10 +11,20 @@ from . import device_state
 
 
 def mode() -> str:
-    """"sync" or "async": the mode of this process (NEURON_EAGER_MODE, read with the rest of
-    the configuration)."""
+    """"sync", "async" or "fused": the mode of this process (NEURON_EAGER_MODE, read with the
+    rest of the configuration)."""
     device_state.configure()
-    return _C._execution_mode()
+    queued = _C._execution_mode()
+    return "fused" if queued == "async" and _C._fusion_enabled() else queued
+
+
+def configure_fusion(config) -> None:
+    """With the rest of the configuration: fused mode starts the compile thread (importing the
+    compiler, and so Inductor, only when fused mode is asked for)."""
+    if config.eager_mode == "fused":
+        from ..fusion import queue_feeder
+
+        queue_feeder.configure(config.eager_mode, config.fusion_hot)
 
 
 def launch_blocking() -> bool:

@@ -602,6 +602,13 @@ def _op_overloads_carry_their_schema() -> None:
         raise Mismatch("OpOverload._schema no longer lists arguments with name/kwarg_only")
 
 
+def _op_overloads_name_their_overload() -> None:
+    op = torch.ops.aten.add.Tensor
+    if op._overloadname != "Tensor" or torch.ops.aten.relu.default._overloadname != "default":
+        raise Mismatch("OpOverload._overloadname no longer names the overload ('default' for "
+                       "the unnamed one)")
+
+
 def _legacy_type_names_parse() -> None:
     named = type("torch.FloatTensor", (), {})
     if torch.zeros(1, dtype=torch.float64).type(named).dtype != torch.float32:
@@ -1082,12 +1089,16 @@ ENTRIES: tuple[Internal, ...] = (
         exists("torch.utils._pytree.tree_flatten", params=("tree",))),
     Internal(
         "torch._ops.OpOverload._schema", "relied on",
-        ("torchneuron/compat/random_draws.py", "torchneuron/fusion/ops.py"),
+        ("torchneuron/compat/random_draws.py", "torchneuron/fusion/ops.py",
+         "torchneuron/fusion/queue_feeder.py"),
         "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw; "
-        "fused eager reads is_mutable and returns to refuse in-place, out= and multi-result ops",
+        "fused eager reads is_mutable and returns to refuse in-place, out= and multi-result ops, "
+        "names ops as the C++ core does (schema name and _overloadname) and passes a queued "
+        "op's kwarg-only arguments by name",
         _all(_op_overloads_carry_their_schema,
-             exists("torch._C.FunctionSchema", members=("is_mutable", "returns"))),
-        covers=("._schema", "torch._ops.OpOverload")),
+             exists("torch._C.FunctionSchema", members=("is_mutable", "returns", "name")),
+             _op_overloads_name_their_overload),
+        covers=("._schema", "torch._ops.OpOverload", "._overloadname")),
 
     # ---- fused eager: chains compiled with Inductor outside Dynamo (torchneuron/fusion)
     Internal(
@@ -1376,7 +1387,7 @@ ENTRIES: tuple[Internal, ...] = (
          covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
     _cpp("TensorImpl/StorageImpl internals of the CPU alias",
          ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp",
-          "SharedStorage.cpp", "DeferredOp.cpp"),
+          "SharedStorage.cpp", "DeferredOp.cpp", "FusedChain.cpp"),
          "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
          "directly, storage data pointers swapped, conj/neg bits copied; a storage sent to "
          "another process has its data pointer swapped for shareable memory",
@@ -1391,6 +1402,22 @@ ENTRIES: tuple[Internal, ...] = (
                  "StorageImpl::set_data_ptr_noswap", "StorageImpl::set_data_ptr",
                  "StorageImpl::set_nbytes",
                  "DataPtr::unsafe_set_device", "Tensor::_set_conj", "Tensor::_set_neg")),
+    _cpp("c10::impl::PyObjectSlot (PyObject preservation)", ("FusedChain.cpp",),
+         "fused eager skips writing a held op's result that nothing can read: a tensor whose "
+         "Python object only C++ references keep alive (the object holds one strong reference "
+         "to its TensorImpl or StorageImpl) is not held by Python code",
+         header("c10/core/impl/PyObjectSlot.h", "PyObject* load_pyobj() const",
+                "bool has_unique_reference() const"),
+         header("c10/util/intrusive_ptr.h", "Note [PyObject preservation for Tensor and Storages]",
+                "The PyObject, if it exists, holds a strong reference"),
+         covers=("c10::impl::PyObjectSlot", "pyobj_slot", "has_unique_reference",
+                 "load_pyobj")),
+    _cpp("torch::jit::toPyObject, torch::getTHPDtype", ("FusionBindings.cpp",),
+         "a hot chain's constants (IValues of the dispatcher's stack) reach the compile thread "
+         "as Python values, a dtype argument as a torch.dtype",
+         header("torch/csrc/jit/python/pybind_utils.h", "toPyObject("),
+         header("torch/csrc/DynamicTypes.h", "getTHPDtype("),
+         covers=("toPyObject", "getTHPDtype")),
     _cpp("at::internal::GRAIN_SIZE", ("Fill.cpp",),
          "zero_ takes the CPU's memset shortcut below the CPU's parallel grain size",
          header("ATen/TensorIterator.h", "constexpr int64_t GRAIN_SIZE")),

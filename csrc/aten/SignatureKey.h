@@ -1,0 +1,43 @@
+// Call signatures as byte strings (hash-map keys): the queue's per-call recipes
+// (DeferredOp.cpp) and fused eager's chains (csrc/compile/FusedChain.cpp) write values the same way.
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <string>
+
+namespace torchneuron {
+
+template <typename T>
+void put(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+// Appends a plain value (None, bool, int, float, complex, str), tagged by its type; false (the
+// key unchanged) for any other value.
+inline bool put_scalar(std::string& key, const c10::IValue& v) {
+  if (v.isNone()) {
+    key += 'N';
+  } else if (v.isBool()) {
+    key += 'b';
+    put(key, v.toBool());
+  } else if (v.isInt()) {
+    key += 'i';
+    put(key, v.toInt());
+  } else if (v.isDouble()) {
+    key += 'd';
+    put(key, v.toDouble());
+  } else if (v.isComplexDouble()) {
+    key += 'c';
+    put(key, v.toComplexDouble());
+  } else if (v.isString()) {
+    key += 's';
+    key += v.toStringRef();
+    key += '\0';
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace torchneuron

@@ -1,0 +1,689 @@
+#include "compile/FusedChain.h"
+
+#include "aten/DeferredOp.h"
+#include "aten/SignatureKey.h"
+
+#include "compile/KernelLaunch.h"
+#include "device/ExecutionQueue.h"
+#include "device/Lifecycle.h"
+#include "device/NeuronAllocator.h"
+#include "profiler/KernelActivity.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/enum_tag.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+namespace torchneuron::fusion {
+namespace {
+
+// A chain is handed over at this length: long enough for any pointwise run a model has, short
+// enough that its signature stays cheap to build.
+constexpr std::size_t kMaxSteps = 64;
+
+std::atomic<bool> g_enabled{false};
+std::atomic<int> g_hot{3};
+
+// ---------------------------------------------------------------- which ops may be held
+
+struct OpKind {
+  bool fusible = false;
+  bool reduction = false;
+  bool in_place = false;                       // written into its first argument
+  std::optional<c10::OperatorHandle> functional;  // the op the chain's step computes
+};
+
+std::mutex g_kinds_mutex;
+std::unordered_set<std::string> g_reductions;  // guarded by g_kinds_mutex
+std::unordered_map<const c10::FunctionSchema*, OpKind>& kinds() {
+  static auto* map = new std::unordered_map<const c10::FunctionSchema*, OpKind>();
+  return *map;
+}
+
+std::string full_name(const c10::OperatorHandle& op) {
+  const auto& name = op.operator_name();
+  return name.name + "." + (name.overload_name.empty() ? "default" : name.overload_name);
+}
+
+// An argument type a chain can describe: tensors, numbers and lists of numbers, dtypes, strings.
+bool describable(c10::TypePtr type) {
+  if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+  switch (type->kind()) {
+    case c10::TypeKind::TensorType:
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::ScalarTypeType:
+      return true;
+    case c10::TypeKind::ListType: {
+      const auto element = type->castRaw<c10::ListType>()->getElementType()->kind();
+      return element == c10::TypeKind::IntType || element == c10::TypeKind::SymIntType ||
+             element == c10::TypeKind::FloatType || element == c10::TypeKind::BoolType;
+    }
+    default:
+      return false;
+  }
+}
+
+// Pointwise (PyTorch's own tag) or a listed reduction; functional, one tensor result, no draws.
+bool functional_fusible(const c10::OperatorHandle& op, bool& reduction) {
+  const auto& schema = op.schema();
+  if (schema.name().rfind("aten::", 0) != 0 || schema.is_mutable() || schema.is_vararg() ||
+      schema.returns().size() != 1 ||
+      schema.returns()[0].type()->kind() != c10::TypeKind::TensorType ||
+      op.hasTag(at::Tag::nondeterministic_seeded)) {
+    return false;
+  }
+  for (const auto& arg : schema.arguments()) {
+    if (!describable(arg.type())) return false;
+  }
+  reduction = g_reductions.count(full_name(op)) > 0;
+  return reduction || op.hasTag(at::Tag::pointwise);
+}
+
+OpKind classify(const c10::OperatorHandle& op) {
+  OpKind kind;
+  const auto& schema = op.schema();
+  const std::string& name = schema.name();
+  const auto& args = schema.arguments();
+  const bool writes_first = !args.empty() && args[0].alias_info() != nullptr &&
+                            args[0].alias_info()->isWrite();
+  if (!writes_first) {
+    kind.fusible = functional_fusible(op, kind.reduction);
+    if (kind.fusible) kind.functional = op;
+    return kind;
+  }
+  // An in-place op (add_): its functional op (add) with the same arguments, written back.
+  if (name.empty() || name.back() != '_' || schema.returns().size() != 1) return kind;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr) return kind;
+  }
+  auto functional = c10::Dispatcher::singleton().findSchema(
+      {name.substr(0, name.size() - 1), schema.overload_name()});
+  if (!functional || functional->schema().arguments().size() != args.size()) return kind;
+  bool reduction = false;
+  if (!functional_fusible(*functional, reduction) || reduction) return kind;
+  kind.fusible = kind.in_place = true;
+  kind.functional = *functional;
+  return kind;
+}
+
+const OpKind& kind_of(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(g_kinds_mutex);
+  auto it = kinds().find(&op.schema());
+  if (it == kinds().end()) it = kinds().emplace(&op.schema(), classify(op)).first;
+  return it->second;  // entries are never removed (reset() keeps them: they depend on the op only)
+}
+
+// ---------------------------------------------------------------- held chains
+
+struct ArgRef {
+  RequestArg::Kind kind = RequestArg::kConstant;
+  int index = 0;      // input or step
+  int identity = -1;  // tensors: the tensor identity it reads
+  c10::IValue constant;
+};
+
+struct HeldStep {
+  OpKind kind;
+  std::vector<ArgRef> args;
+  int identity;  // the tensor identity this step's result is
+  const char* name;
+  std::function<void()> work;  // the op's unfused run
+};
+
+struct ChainInput {
+  bool scalar = false;
+  c10::IValue value;    // scalar: the Python number
+  at::Tensor snapshot;  // tensor: its metadata at the call and its memory
+};
+
+// A tensor the chain reads or writes, by the caller's TensorImpl: an external input (input >= 0)
+// or a step's fresh result; `last_step` is the step whose value it holds now (-1: unwritten).
+struct Identity {
+  at::Tensor caller;
+  const c10::StorageImpl* storage;
+  int input = -1;
+  int first_step = -1;
+  int last_step = -1;
+};
+
+struct HeldChain {
+  c10::Stream stream;
+  std::vector<HeldStep> steps;
+  std::vector<ChainInput> inputs;
+  std::vector<Identity> identities;
+  explicit HeldChain(c10::Stream s) : stream(s) {}
+};
+
+std::mutex g_mutex;  // the held chains, the signatures and the stats
+std::vector<HeldChain>& chains() {
+  static auto* list = new std::vector<HeldChain>();
+  return *list;
+}
+
+struct Entry {
+  std::uint64_t id;
+  std::int64_t hits = 0;
+  enum State : std::uint8_t { kCold, kRequested, kReady, kFailed } state = kCold;
+  std::shared_ptr<const RecordedProgram> program;
+};
+std::unordered_map<std::string, std::shared_ptr<Entry>>& entries() {
+  static auto* map = new std::unordered_map<std::string, std::shared_ptr<Entry>>();
+  return *map;
+}
+std::unordered_map<std::uint64_t, std::shared_ptr<Entry>>& entries_by_id() {
+  static auto* map = new std::unordered_map<std::uint64_t, std::shared_ptr<Entry>>();
+  return *map;
+}
+std::uint64_t g_next_id = 1;
+Stats g_stats;
+
+// Never destroyed: the compile thread waits on them until the process ends, and destroying a
+// condition variable with a waiter blocks the exit (glibc).
+std::mutex& g_requests_mutex = *new std::mutex();
+std::condition_variable& g_requests_cv = *new std::condition_variable();
+std::deque<Request>& requests() {
+  static auto* queue = new std::deque<Request>();
+  return *queue;
+}
+
+const bool g_fork_registered = [] {
+  hold_across_fork(g_mutex);
+  hold_across_fork(g_requests_mutex);
+  return true;
+}();
+
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// A Python number's value (a wrapped-number CPU tensor), as the Python type it came as.
+c10::IValue number_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case c10::kBool: return c10::IValue(t.const_data_ptr<bool>()[0]);
+    case c10::kLong: return c10::IValue(t.const_data_ptr<int64_t>()[0]);
+    case c10::kDouble: return c10::IValue(t.const_data_ptr<double>()[0]);
+    case c10::kComplexDouble:
+      return c10::IValue(c10::complex<double>(t.const_data_ptr<c10::complex<double>>()[0]));
+    default: return c10::IValue();
+  }
+}
+
+// A Python number may join an in-place op without changing what the functional op computes:
+// not a float into an integer tensor, not a complex into a real one.
+bool number_fits(const c10::IValue& number, c10::ScalarType self) {
+  if (number.isComplexDouble()) return c10::isComplexType(self);
+  if (number.isDouble()) return c10::isFloatingType(self) || c10::isComplexType(self);
+  return true;
+}
+
+// Appends the op to the chain; false (the chain unchanged) when it cannot join it: an argument
+// the chain cannot describe, a new input sharing memory with a tensor the chain holds, an
+// in-place op whose arguments would be promoted.
+bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::IValue* args,
+            const torch::jit::Stack& snapshots, const at::Tensor& result,
+            std::function<void()>& work) {
+  const std::size_t num_args = kind.functional->schema().arguments().size();
+  const int step = static_cast<int>(chain.steps.size());
+  std::vector<ArgRef> refs(num_args);
+  std::vector<ChainInput> new_inputs;
+  std::vector<Identity> new_identities;
+  const c10::ScalarType self_dtype =
+      kind.in_place && args[0].isTensor() ? args[0].toTensor().scalar_type()
+                                          : c10::ScalarType::Undefined;
+  auto find_identity = [&](const c10::TensorImpl* impl) -> int {
+    for (std::size_t k = 0; k < chain.identities.size(); ++k) {
+      if (chain.identities[k].caller.unsafeGetTensorImpl() == impl) return static_cast<int>(k);
+    }
+    for (std::size_t k = 0; k < new_identities.size(); ++k) {
+      if (new_identities[k].caller.unsafeGetTensorImpl() == impl) {
+        return static_cast<int>(chain.identities.size() + k);
+      }
+    }
+    return -1;
+  };
+  for (std::size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = args[i];
+    ArgRef& ref = refs[i];
+    if (!v.isTensor()) {
+      if (v.isTensorList() || v.isGenerator() || v.isObject() || v.isDevice()) return false;
+      if (v.isList()) {
+        for (const c10::IValue& e : v.toListRef()) {
+          if (!(e.isInt() || e.isDouble() || e.isBool())) return false;
+        }
+      } else if (!(v.isNone() || v.isInt() || v.isDouble() || v.isBool() || v.isString() ||
+                   v.isComplexDouble())) {
+        return false;  // symbolic values
+      }
+      ref.constant = v;
+      continue;
+    }
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      ref.constant = c10::IValue();
+      continue;
+    }
+    if (!is_neuron(t)) {
+      // A Python number: an input of the chain whose value is compiled in.
+      if (!t.unsafeGetTensorImpl()->is_wrapped_number()) return false;
+      c10::IValue number = number_of(t);
+      if (number.isNone()) return false;
+      if (kind.in_place && !number_fits(number, self_dtype)) return false;
+      ref.kind = RequestArg::kInput;
+      ref.index = static_cast<int>(chain.inputs.size() + new_inputs.size());
+      new_inputs.push_back(ChainInput{true, std::move(number), at::Tensor()});
+      continue;
+    }
+    if (t.layout() != c10::kStrided || !t.has_storage() || t.is_conj() || t.is_neg() ||
+        (kind.in_place && t.scalar_type() != self_dtype)) {
+      return false;
+    }
+    int id = find_identity(t.unsafeGetTensorImpl());
+    if (id < 0) {
+      // A new external input: its memory may not be any other tensor's the chain holds (the
+      // fused kernel reads and writes each element once, in one order).
+      const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+      for (const auto& e : chain.identities) {
+        if (e.storage == storage) return false;
+      }
+      for (const auto& e : new_identities) {
+        if (e.storage == storage) return false;
+      }
+      const at::Tensor& snapshot = snapshots[i].toTensor();
+      const int input = static_cast<int>(chain.inputs.size() + new_inputs.size());
+      new_inputs.push_back(ChainInput{false, c10::IValue(), snapshot});
+      id = static_cast<int>(chain.identities.size() + new_identities.size());
+      new_identities.push_back(Identity{t, storage, input, -1, -1});
+    }
+    const Identity& e = id < static_cast<int>(chain.identities.size())
+                            ? chain.identities[id]
+                            : new_identities[id - chain.identities.size()];
+    ref.identity = id;
+    if (e.last_step >= 0) {
+      ref.kind = RequestArg::kStep;
+      ref.index = e.last_step;
+    } else {
+      ref.kind = RequestArg::kInput;
+      ref.index = e.input;
+    }
+  }
+  // An op that reads nothing the chain computed starts a chain of its own: chains then follow
+  // the data (a loop's iterations make the same chain each time, not one run-on chain whose
+  // signature depends on where the last one was cut).
+  if (!chain.steps.empty() &&
+      std::none_of(refs.begin(), refs.end(),
+                   [](const ArgRef& r) { return r.kind == RequestArg::kStep; })) {
+    return false;
+  }
+  int defines = -1;
+  if (kind.in_place) {
+    defines = refs[0].identity;
+    if (defines < 0) return false;
+  } else {
+    if (!is_neuron(result) || result.layout() != c10::kStrided) return false;
+    const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
+    for (const auto& e : chain.identities) {
+      if (e.storage == storage) return false;  // a view of its input, not a fresh result
+    }
+    for (const auto& e : new_identities) {
+      if (e.storage == storage) return false;
+    }
+    defines = static_cast<int>(chain.identities.size() + new_identities.size());
+    new_identities.push_back(
+        Identity{result, result.storage().unsafeGetStorageImpl(), -1, step, -1});
+  }
+  for (auto& i : new_inputs) chain.inputs.push_back(std::move(i));
+  for (auto& i : new_identities) chain.identities.push_back(std::move(i));
+  chain.identities[defines].last_step = step;
+  chain.steps.push_back(HeldStep{kind, std::move(refs), defines, name, std::move(work)});
+  return true;
+}
+
+// A constant argument: a plain value or a list of them.
+void put_constant(std::string& key, const c10::IValue& v) {
+  if (put_scalar(key, v) || !v.isList()) return;
+  key += '[';
+  put(key, v.toListRef().size());
+  for (const c10::IValue& e : v.toListRef()) put_constant(key, e);
+}
+
+void put_layout(std::string& key, const at::Tensor& t) {
+  put(key, t.scalar_type());
+  put(key, t.dim());
+  for (int64_t d : t.sizes()) put(key, d);
+  for (int64_t d : t.strides()) put(key, d);
+}
+
+TensorLayout layout_of(const at::Tensor& t) {
+  return TensorLayout{t.scalar_type(), t.sizes().vec(), t.strides().vec()};
+}
+
+// What the fused kernel writes: every external input an op wrote in place, and the fresh results
+// someone besides the chain can still read.
+struct ChainOutput {
+  int step;
+  int into_input;  // -1: into `buffer`
+  at::Tensor buffer;
+};
+
+// True when a step's fresh result is referenced from outside the held chain: its TensorImpl by
+// anyone but the chain, or its memory by anything but the chain's own holders (the identity, the
+// producing op's queued result, and one snapshot per later op reading it). An uncounted holder
+// of the chain's own only makes a result look live: it is then written, never lost.
+// A Python object only C++ references keep alive (PyObject preservation: the object holds one
+// strong reference, and C++ references keep it) is no holder: no Python code can reach it.
+std::size_t strong_references(std::size_t use_count, const c10::impl::PyObjectSlot* slot) {
+  return slot->load_pyobj() != nullptr && slot->has_unique_reference() ? use_count - 1
+                                                                        : use_count;
+}
+
+bool live(const HeldChain& chain, int identity) {
+  const Identity& e = chain.identities[identity];
+  const c10::TensorImpl* impl = e.caller.unsafeGetTensorImpl();
+  if (strong_references(e.caller.use_count(), impl->pyobj_slot()) > 1) return true;
+  std::size_t holders = 2;
+  for (std::size_t s = static_cast<std::size_t>(e.first_step) + 1; s < chain.steps.size(); ++s) {
+    for (const ArgRef& ref : chain.steps[s].args) {
+      if (ref.identity == identity) {
+        ++holders;
+        break;
+      }
+    }
+  }
+  const c10::Storage& storage = e.caller.storage();
+  return strong_references(storage.use_count(), storage.unsafeGetStorageImpl()->pyobj_slot()) >
+         holders;
+}
+
+std::vector<ChainOutput> outputs_of(const HeldChain& chain) {
+  std::vector<ChainOutput> outputs;
+  for (std::size_t k = 0; k < chain.identities.size(); ++k) {
+    const Identity& e = chain.identities[k];
+    if (e.last_step < 0) continue;
+    if (e.input >= 0) {
+      outputs.push_back({e.last_step, e.input, at::Tensor()});
+    } else if (live(chain, static_cast<int>(k))) {
+      outputs.push_back({e.last_step, -1, e.caller});
+    }
+  }
+  return outputs;
+}
+
+std::string signature_of(const HeldChain& chain, const std::vector<ChainOutput>& outputs,
+                         int threads) {
+  std::string key;
+  key.reserve(64 + 48 * chain.steps.size());
+  put(key, threads);
+  put(key, chain.inputs.size());
+  for (const ChainInput& in : chain.inputs) {
+    if (in.scalar) {
+      key += 'S';
+      put_constant(key, in.value);
+    } else {
+      key += 'T';
+      put_layout(key, in.snapshot);
+    }
+  }
+  put(key, chain.steps.size());
+  for (const HeldStep& step : chain.steps) {
+    put(key, &step.kind.functional->schema());
+    for (const ArgRef& ref : step.args) {
+      put(key, static_cast<char>(ref.kind));
+      if (ref.kind == RequestArg::kConstant) {
+        put_constant(key, ref.constant);
+      } else {
+        put(key, ref.index);
+      }
+    }
+  }
+  for (const ChainOutput& o : outputs) {
+    key += 'O';
+    put(key, o.step);
+    put(key, o.into_input);
+    if (o.into_input < 0) put_layout(key, o.buffer);
+  }
+  return key;
+}
+
+Request request_of(const HeldChain& chain, const std::vector<ChainOutput>& outputs,
+                   std::uint64_t id, int threads) {
+  Request r{id, threads, {}, {}, {}};
+  for (const ChainInput& in : chain.inputs) {
+    RequestInput ri;
+    ri.scalar = in.scalar;
+    if (in.scalar) {
+      ri.value = in.value;
+    } else {
+      ri.layout = layout_of(in.snapshot);
+    }
+    r.inputs.push_back(std::move(ri));
+  }
+  for (const HeldStep& step : chain.steps) {
+    RequestStep rs{*step.kind.functional, {}};
+    for (const ArgRef& ref : step.args) rs.args.push_back({ref.kind, ref.index, ref.constant});
+    r.steps.push_back(std::move(rs));
+  }
+  for (const ChainOutput& o : outputs) {
+    r.outputs.push_back({o.step, o.into_input,
+                         o.into_input < 0 ? layout_of(o.buffer) : TensorLayout{}});
+  }
+  return r;
+}
+
+// Queues the chain's kernel calls as one item over its buffers: the chain's tensor inputs, then
+// its output buffers (in the order the calls were recorded over), then scratch memory the
+// generated code uses, allocated by the worker for the item's length.
+void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outputs,
+                   std::shared_ptr<const RecordedProgram> program) {
+  std::vector<std::uintptr_t> pointers;
+  std::vector<c10::Storage> keep;  // the buffers' memory, until the kernels ran
+  auto add = [&](const at::Tensor& t) {
+    pointers.push_back(reinterpret_cast<std::uintptr_t>(t.data_ptr()));
+    keep.push_back(t.storage());
+  };
+  for (const ChainInput& in : chain.inputs) {
+    if (!in.scalar) add(in.snapshot);
+  }
+  for (const ChainOutput& o : outputs) {
+    if (o.into_input < 0) add(o.buffer);
+  }
+  const c10::DeviceIndex device = chain.stream.device_index();
+  exec::enqueue_held(chain.stream, "fused chain",
+                     [program = std::move(program), pointers = std::move(pointers),
+                      keep = std::move(keep), device]() mutable {
+                       profiler::KernelActivityScope activity("neuron::fused_chain", device);
+                       std::vector<c10::DataPtr> scratch;
+                       const c10::Device d(c10::DeviceType::PrivateUse1, device);
+                       for (std::size_t nbytes : program->scratch_nbytes) {
+                         scratch.push_back(neuron_allocator().allocate_on(device, nbytes, d));
+                         pointers.push_back(reinterpret_cast<std::uintptr_t>(scratch.back().get()));
+                       }
+                       std::vector<std::uintptr_t> args;
+                       for (const RecordedCall& call : program->calls) {
+                         args.resize(call.buffer.size());
+                         for (std::size_t i = 0; i < args.size(); ++i) {
+                           args[i] = call.buffer[i] >= 0 ? pointers[call.buffer[i]] + call.value[i]
+                                                         : call.value[i];
+                         }
+                         call_recorded(call, args.data());
+                       }
+                     });
+}
+
+// Hands the chain over (under g_mutex); the caller's tensors it held go to `drop`, to be
+// released after the lock (releasing one with a Python object takes the GIL).
+void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
+  const auto n = static_cast<std::int64_t>(chain.steps.size());
+  if (n == 0) return;
+  bool fused = false;
+  if (n >= 2 && holding()) {
+    ++g_stats.chains;
+    std::vector<ChainOutput> outputs = outputs_of(chain);
+    if (!outputs.empty()) {
+      const int threads = at::get_num_threads();
+      std::string key = signature_of(chain, outputs, threads);
+      auto& slot = entries()[key];
+      if (!slot) {
+        slot = std::make_shared<Entry>();
+        slot->id = g_next_id++;
+        entries_by_id()[slot->id] = slot;
+        ++g_stats.signatures;
+      }
+      Entry& entry = *slot;
+      if (entry.state == Entry::kReady) {
+        enqueue_fused(chain, outputs, entry.program);
+        fused = true;
+        ++g_stats.chains_fused;
+        g_stats.ops_fused += n;
+        std::int64_t fresh = 0;
+        for (const Identity& e : chain.identities) fresh += e.input < 0;
+        std::int64_t written = 0;
+        for (const ChainOutput& o : outputs) written += o.into_input < 0;
+        g_stats.results_skipped += fresh - written;
+      } else if (entry.state == Entry::kCold && ++entry.hits >= g_hot.load()) {
+        entry.state = Entry::kRequested;
+        ++g_stats.requested;
+        {
+          std::lock_guard<std::mutex> lock(g_requests_mutex);
+          requests().push_back(request_of(chain, outputs, entry.id, threads));
+        }
+        g_requests_cv.notify_one();
+      }
+    }
+  }
+  if (!fused) {
+    for (HeldStep& step : chain.steps) {
+      exec::enqueue_held(chain.stream, step.name, std::move(step.work));
+    }
+  }
+  exec::add_held(-n);  // after the hand-over: the device never looks idle in between
+  for (Identity& e : chain.identities) drop.push_back(std::move(e.caller));
+  chain.steps.clear();
+  chain.inputs.clear();
+  chain.identities.clear();
+}
+
+void flush_held(const c10::Stream* stream) {
+  std::vector<at::Tensor> drop;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  for (HeldChain& chain : chains()) {
+    if (stream == nullptr || chain.stream == *stream) flush(chain, drop);
+  }
+}
+
+HeldChain& chain_for(const c10::Stream& stream) {
+  for (HeldChain& chain : chains()) {
+    if (chain.stream == stream) return chain;
+  }
+  return chains().emplace_back(stream);
+}
+
+}  // namespace
+
+void configure(bool enabled, int hot, const std::vector<std::string>& reductions) {
+  {
+    std::lock_guard<std::mutex> lock(g_kinds_mutex);
+    g_reductions = std::unordered_set<std::string>(reductions.begin(), reductions.end());
+    kinds().clear();
+  }
+  g_hot.store(std::max(1, hot));
+  exec::set_held_flush(&flush_held);
+  static const OpHolder holder{&holding, &hold};
+  set_op_holder(&holder);
+  if (!enabled) exec::settle();  // nothing stays held once fusion is off
+  g_enabled.store(enabled);
+}
+
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+
+bool holding() {
+  return g_enabled.load(std::memory_order_relaxed) &&
+         !at::globalContext().deterministicAlgorithms();
+}
+
+bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
+          const torch::jit::Stack& snapshots, const at::Tensor& result,
+          std::function<void()>& work) {
+  const OpKind& kind = kind_of(op);
+  if (!kind.fusible) return false;
+  const c10::Stream stream = exec::current_stream(device);
+  std::vector<at::Tensor> drop;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  HeldChain& chain = chain_for(stream);
+  const char* name = op.schema().name().c_str();
+  if (!append(chain, kind, name, args, snapshots, result, work)) {
+    if (chain.steps.empty()) return false;
+    flush(chain, drop);  // it may start a chain of its own
+    if (!append(chain, kind, name, args, snapshots, result, work)) return false;
+  }
+  exec::add_held(1);
+  ++g_stats.ops_held;
+  if (kind.reduction || chain.steps.size() >= kMaxSteps) flush(chain, drop);
+  return true;
+}
+
+std::optional<Request> next_request(int timeout_ms) {
+  std::unique_lock<std::mutex> lock(g_requests_mutex);
+  auto ready = [] { return !requests().empty(); };
+  if (timeout_ms < 0) {
+    g_requests_cv.wait(lock, ready);
+  } else if (!g_requests_cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    return std::nullopt;
+  }
+  Request r = std::move(requests().front());
+  requests().pop_front();
+  return r;
+}
+
+void install(std::uint64_t id, RecordedProgram program) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = entries_by_id().find(id);
+  if (it == entries_by_id().end()) return;  // forgotten by reset()
+  it->second->program = std::make_shared<const RecordedProgram>(std::move(program));
+  it->second->state = Entry::kReady;
+  ++g_stats.ready;
+}
+
+void fail(std::uint64_t id, const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = entries_by_id().find(id);
+  if (it == entries_by_id().end()) return;
+  it->second->state = Entry::kFailed;
+  ++g_stats.failed;
+  if (g_stats.failures.size() < 16) g_stats.failures.push_back(why);
+}
+
+Stats stats() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_stats;
+}
+
+void reset() {
+  exec::settle();
+  {
+    std::lock_guard<std::mutex> lock(g_requests_mutex);
+    requests().clear();
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  entries().clear();
+  entries_by_id().clear();
+  g_stats = Stats();
+}
+
+}  // namespace torchneuron::fusion

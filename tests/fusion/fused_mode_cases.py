@@ -1,0 +1,223 @@
+"""Cases run in a process with NEURON_EAGER_MODE=fused (tests/fusion/test_fused_mode.py starts it):
+each runs eager code on neuron enough times for its chains to be hot and compiled, compares every
+result with the same code on the CPU, and reports what the queue held and fused. Printed as one
+JSON line: {case: {"ok": bool, "error": str, "stats": {...} (the counters' change)}}."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+
+import torch
+
+import torchneuron
+from torchneuron.fusion import queue_feeder
+
+CALLS = 5  # with NEURON_FUSION_HOT=2: cold, cold (compile), then fused
+
+
+def delta(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float))}
+
+
+def run(fn, *args, calls=CALLS, sync_each=True):
+    """fn(*args) on the CPU once and on neuron `calls` times; every neuron call's results equal
+    the CPU's."""
+    def on(device):
+        return [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+
+    expected = fn(*on("cpu"))
+    for _ in range(calls):
+        got = fn(*on("neuron"))
+        if sync_each:
+            torch.neuron.synchronize()
+            queue_feeder.wait(240)
+        torch.testing.assert_close(to_cpu(got), expected)
+
+
+def to_cpu(value):
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu(v) for v in value)
+    return value
+
+
+def chain_of_pointwise(x, y):
+    a = x * 2.0
+    b = a + y
+    c = torch.sin(b)
+    d = c * c - 0.5
+    return torch.relu(d)
+
+
+def kept_intermediate(x, y):
+    # `a` is still referenced from Python when the chain is handed over: it must be written.
+    a = x * 3.0
+    b = torch.exp(a - y)
+    c = b / (1.0 + b)
+    return a, c
+
+
+def in_place_on_inputs(p, g):
+    p = p.clone()
+    torch.neuron.synchronize() if p.is_neuron else None
+    for _ in range(3):
+        p.mul_(0.9)
+        p.add_(g, alpha=0.1)
+        p.clamp_(-1.0, 1.0)
+    return p
+
+
+def in_place_on_a_result(x):
+    y = x * 2.0
+    y.add_(1.0)
+    y.mul_(y)
+    return torch.tanh(y)
+
+
+def reductions(x, y):
+    return (x * y + 1.0).sum(), torch.abs(x - y).mean(dim=1), (x * x).amax()
+
+
+def broken_by_item(x):
+    a = x * 2.0 + 1.0
+    s = a.sum().item()  # a synchronization point inside: the chain is handed over first
+    return torch.sigmoid(a * s)
+
+
+def through_a_view(x):
+    a = x * 2.0
+    v = a.view(-1)  # a view of a held result: a later op reading it starts a new chain
+    b = v + 1.0
+    return a.sin(), b
+
+
+def mixed_dtypes(x, h):
+    a = x * 2 + 1  # int64 with Python ints
+    b = h * 0.5 + 1.0  # float16
+    return a, torch.sqrt(b.abs())
+
+
+def training(x, w):
+    w = w.clone().requires_grad_(True)
+    for _ in range(2):
+        loss = (torch.tanh(x @ w) * 0.5 + 0.25).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            w.mul_(0.99)
+            w.add_(w.grad, alpha=-0.1)
+            w.grad = None
+    return w.detach()
+
+
+def two_threads(x, y):
+    results = [None, None]
+
+    def work(k):
+        results[k] = chain_of_pointwise(x * (k + 1), y)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def two_streams(x, y):
+    if not x.is_neuron:
+        return chain_of_pointwise(x, y) + 1.0
+    side = torch.neuron.Stream()
+    side.wait_stream(torch.neuron.current_stream())
+    with torch.neuron.stream(side):
+        a = chain_of_pointwise(x, y)
+    for t in (x, y):  # made on the current stream, used on the side stream
+        t.record_stream(side)
+    torch.neuron.current_stream().wait_stream(side)
+    a.record_stream(torch.neuron.current_stream())
+    return a + 1.0
+
+
+def deterministic(x, y):
+    # Fusion is off while deterministic algorithms are requested: nothing is held.
+    torch.use_deterministic_algorithms(True)
+    try:
+        return chain_of_pointwise(x, y)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def error_at_the_call(x, y):
+    # A shape error inside a chain raises at the call, with the CPU's type and message; the
+    # chain's earlier results stay right.
+    a = x * 2.0
+    try:
+        a + y[:, :3]
+    except RuntimeError as e:
+        assert "must match the size" in str(e), e
+    else:
+        raise AssertionError("no error")
+    return a.cos()
+
+
+def profiled(x, y):
+    # The fused kernel shows on the profiler's device row as one kernel.
+    if not x.is_neuron:
+        return chain_of_pointwise(x, y)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for _ in range(CALLS):  # cold, hot, then fused
+            out = chain_of_pointwise(x, y)
+            torch.neuron.synchronize()
+            queue_feeder.wait(240)
+    names = {e.name for e in prof.events()}
+    assert "neuron::fused_chain" in names, sorted(names)
+    return out
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    assert torchneuron.runtime.execution.mode() == "fused", torchneuron.runtime.execution.mode()
+    # Above the size a lone op runs inline at when the device is idle (exec::kInlineBytes), so
+    # that the ops are queued, and so held.
+    x, y = torch.randn(128, 1024), torch.randn(128, 1024)
+    cases = {
+        "chain": lambda: run(chain_of_pointwise, x, y),
+        "chain_no_sync_between_calls": lambda: run(chain_of_pointwise, x, y, calls=8,
+                                                   sync_each=False),
+        "kept_intermediate": lambda: run(kept_intermediate, x, y),
+        "in_place_on_inputs": lambda: run(in_place_on_inputs, x, y),
+        "in_place_on_a_result": lambda: run(in_place_on_a_result, x),
+        "reductions": lambda: run(reductions, x, y),
+        "broken_by_item": lambda: run(broken_by_item, x),
+        "through_a_view": lambda: run(through_a_view, x),
+        "mixed_dtypes": lambda: run(mixed_dtypes, torch.randint(-5, 5, (128, 1024)),
+                                    torch.randn(128, 1024, dtype=torch.float16)),
+        "training": lambda: run(training, torch.randn(512, 256), torch.randn(256, 128)),
+        "two_threads": lambda: run(two_threads, x, y),
+        "two_streams": lambda: run(two_streams, x, y),
+        "deterministic": lambda: run(deterministic, x, y),
+        "error_at_the_call": lambda: run(error_at_the_call, x, y),
+        "profiled": lambda: run(profiled, x, y, calls=1),
+    }
+    only = set(sys.argv[1:])
+    report = {}
+    for name, case in cases.items():
+        if only and name not in only:
+            continue
+        before = queue_feeder.stats()
+        try:
+            case()
+            report[name] = {"ok": True}
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            report[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        report[name]["stats"] = delta(before, queue_feeder.stats())
+    report["failures"] = queue_feeder.stats()["failures"]
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

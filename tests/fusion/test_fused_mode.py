@@ -1,0 +1,82 @@
+"""Fused eager end to end (NEURON_EAGER_MODE=fused): the queue holds consecutive pointwise ops,
+hot chains are compiled on the compile thread and then run as one generated kernel that writes
+only the results someone can read. Every case runs in a process of its own mode
+(tests/fusion/fused_mode_cases.py), compares each call's results with the CPU's and reports what
+was held and fused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_python
+
+FUSED = {"NEURON_EAGER_MODE": "fused", "NEURON_FUSION_HOT": "2"}
+CASES = """
+import runpy, sys
+sys.argv = ["fused_mode_cases", *sys.argv[1:]]
+runpy.run_module("tests.fusion.fused_mode_cases", run_name="__main__")
+"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    env = dict(FUSED, TORCHINDUCTOR_CACHE_DIR=str(tmp_path_factory.mktemp("inductor")))
+    out = run_python(CASES, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+CASE_NAMES = ["chain", "chain_no_sync_between_calls", "kept_intermediate", "in_place_on_inputs",
+              "in_place_on_a_result", "reductions", "broken_by_item", "through_a_view",
+              "mixed_dtypes", "training", "two_threads", "two_streams"]
+
+
+@pytest.mark.parametrize("case", CASE_NAMES)
+def test_results_equal_the_cpu(report, case):
+    assert report[case]["ok"], report[case].get("error")
+
+
+# Cases whose chains become hot within the run: each ran fused at least once.
+@pytest.mark.parametrize("case", ["chain", "kept_intermediate", "in_place_on_inputs",
+                                  "in_place_on_a_result", "reductions", "broken_by_item",
+                                  "mixed_dtypes", "training"])
+def test_hot_chains_run_fused(report, case):
+    stats = report[case]["stats"]
+    assert stats["requested"] >= 1 and stats["ready"] == stats["requested"], stats
+    assert stats["chains_fused"] >= 1 and stats["ops_fused"] >= 2 * stats["chains_fused"], stats
+
+
+def test_a_compiled_chain_is_found_again_without_compiling(report):
+    # The same chain in later calls (and without a synchronization in between) is a hit.
+    stats = report["chain_no_sync_between_calls"]["stats"]
+    assert stats["requested"] == 0 and stats["chains_fused"] == stats["chains"] == 8, stats
+
+
+def test_intermediates_nobody_holds_are_not_written(report):
+    # chain_of_pointwise: 6 ops, 5 intermediates dropped by Python; only the result is written.
+    stats = report["chain_no_sync_between_calls"]["stats"]
+    assert stats["results_skipped"] == 5 * stats["chains_fused"], stats
+    # kept_intermediate holds `a`: of its 5 ops' results two are returned, three skipped.
+    stats = report["kept_intermediate"]["stats"]
+    assert stats["results_skipped"] == 3 * stats["chains_fused"], stats
+
+
+def test_nothing_failed_to_compile(report):
+    assert report["failures"] == []
+
+
+def test_a_second_process_starts_warm_from_the_disk_cache(tmp_path):
+    # Same chains, same Inductor cache directory: the second process compiles nothing anew.
+    env = dict(FUSED, TORCHINDUCTOR_CACHE_DIR=str(tmp_path))
+    reports = []
+    for _ in range(2):
+        out = run_python(CASES, env=env, timeout=600, args=("chain",))
+        assert out.returncode == 0, out.stderr[-4000:]
+        reports.append(json.loads(out.stdout.strip().splitlines()[-1])["chain"])
+    first, second = (r["stats"] for r in reports)
+    assert all(r["ok"] for r in reports), reports
+    assert first["fxgraph_cache_miss"] == first["compiled"] >= 1, first
+    assert second["fxgraph_cache_hit"] == second["compiled"] == first["compiled"], second
+    assert second["fxgraph_cache_miss"] == 0 and second["chains_fused"] >= 1, second
