@@ -32,3 +32,22 @@ def python():
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """In fused mode (`make test-fused`), what the suite's process held, compiled and fused: the
+    compile cache's hit rate on the suite."""
+    import torchneuron
+
+    if not torch.neuron.is_initialized() or torchneuron.runtime.execution.mode() != "fused":
+        return
+    from torchneuron.fusion import queue_feeder
+
+    s = queue_feeder.stats()
+    chains = max(1, s["chains"])
+    terminalreporter.write_line(
+        f"fused eager: {s['ops_held']} ops held; {s['chains']} chains handed over, "
+        f"{s['chains_fused']} ({100 * s['chains_fused'] / chains:.1f}%) ran fused covering "
+        f"{s['ops_fused']} ops; {s['signatures']} signatures, {s['requested']} hot, "
+        f"{s['ready']} compiled ({s['fxgraph_cache_hit']} from the disk cache), "
+        f"{s['failed']} refused; {s['compile_seconds']:.1f} s compiling")

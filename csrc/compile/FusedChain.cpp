@@ -42,6 +42,7 @@ struct OpKind {
   bool fusible = false;
   bool reduction = false;
   bool in_place = false;                       // written into its first argument
+  bool out = false;                            // written into its last argument, out=
   std::optional<c10::OperatorHandle> functional;  // the op the chain's step computes
 };
 
@@ -103,6 +104,35 @@ OpKind classify(const c10::OperatorHandle& op) {
   const auto& args = schema.arguments();
   const bool writes_first = !args.empty() && args[0].alias_info() != nullptr &&
                             args[0].alias_info()->isWrite();
+  const bool writes_out = !args.empty() && args.back().kwarg_only() && args.back().name() == "out" &&
+                          args.back().alias_info() != nullptr && args.back().alias_info()->isWrite();
+  if (writes_out) {
+    // An out= op (abs.out, which the composite abs calls): its functional op, written into out.
+    if (schema.returns().size() != 1) return kind;
+    for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i].alias_info() != nullptr) return kind;
+    }
+    const std::string& overload = schema.overload_name();
+    std::vector<std::string> candidates;
+    if (overload == "out") {
+      candidates = {"", "Tensor"};
+    } else if (overload.size() > 4 && overload.compare(overload.size() - 4, 4, "_out") == 0) {
+      candidates = {overload.substr(0, overload.size() - 4)};
+    }
+    for (const std::string& candidate : candidates) {
+      auto functional = c10::Dispatcher::singleton().findSchema({name, candidate});
+      if (!functional) continue;
+      const auto& fargs = functional->schema().arguments();
+      bool same = fargs.size() + 1 == args.size();
+      for (std::size_t i = 0; same && i < fargs.size(); ++i) same = fargs[i].name() == args[i].name();
+      bool reduction = false;
+      if (!same || !functional_fusible(*functional, reduction) || reduction) continue;
+      kind.fusible = kind.out = true;
+      kind.functional = *functional;
+      return kind;
+    }
+    return kind;
+  }
   if (!writes_first) {
     kind.fusible = functional_fusible(op, kind.reduction);
     if (kind.fusible) kind.functional = op;
@@ -335,6 +365,29 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
   if (kind.in_place) {
     defines = refs[0].identity;
     if (defines < 0) return false;
+  } else if (kind.out) {
+    // The out tensor: a tensor the chain holds, or a new input the step is written into (it
+    // may not share memory with anything the chain holds).
+    const c10::IValue& v = args[num_args];
+    if (!v.isTensor() || !is_neuron(v.toTensor()) || v.toTensor().layout() != c10::kStrided ||
+        v.toTensor().is_conj() || v.toTensor().is_neg()) {
+      return false;
+    }
+    const at::Tensor& out = v.toTensor();
+    defines = find_identity(out.unsafeGetTensorImpl());
+    if (defines < 0) {
+      const c10::StorageImpl* storage = out.storage().unsafeGetStorageImpl();
+      for (const auto& e : chain.identities) {
+        if (e.storage == storage) return false;
+      }
+      for (const auto& e : new_identities) {
+        if (e.storage == storage) return false;
+      }
+      const int input = static_cast<int>(chain.inputs.size() + new_inputs.size());
+      new_inputs.push_back(ChainInput{false, c10::IValue(), snapshots[num_args].toTensor()});
+      defines = static_cast<int>(chain.identities.size() + new_identities.size());
+      new_identities.push_back(Identity{out, storage, input, -1, -1});
+    }
   } else {
     if (!is_neuron(result) || result.layout() != c10::kStrided) return false;
     const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
@@ -411,8 +464,11 @@ bool live(const HeldChain& chain, int identity) {
          holders;
 }
 
+// A chain whose results nobody can read still runs (as on an accelerator, work whose result is
+// dropped is done): it writes its last step's result.
 std::vector<ChainOutput> outputs_of(const HeldChain& chain) {
   std::vector<ChainOutput> outputs;
+  const int last = chain.steps.back().identity;
   for (std::size_t k = 0; k < chain.identities.size(); ++k) {
     const Identity& e = chain.identities[k];
     if (e.last_step < 0) continue;
@@ -422,6 +478,8 @@ std::vector<ChainOutput> outputs_of(const HeldChain& chain) {
       outputs.push_back({e.last_step, -1, e.caller});
     }
   }
+  if (outputs.empty()) outputs.push_back({chain.identities[last].last_step, -1,
+                                          chain.identities[last].caller});
   return outputs;
 }
 
@@ -535,7 +593,7 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
   if (n >= 2 && holding()) {
     ++g_stats.chains;
     std::vector<ChainOutput> outputs = outputs_of(chain);
-    if (!outputs.empty()) {
+    {
       const int threads = at::get_num_threads();
       std::string key = signature_of(chain, outputs, threads);
       auto& slot = entries()[key];

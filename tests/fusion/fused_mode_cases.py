@@ -77,6 +77,16 @@ def in_place_on_a_result(x):
     return torch.tanh(y)
 
 
+def out_arguments(x, y):
+    # out= ops join chains (written into out); a chain whose results are all dropped still runs.
+    out = torch.empty_like(x)
+    a = x * 2.0
+    torch.neg(a, out=out)
+    torch.mul(out, y, out=out)
+    (out + 1.0).sin()  # dropped
+    return out
+
+
 def reductions(x, y):
     return (x * y + 1.0).sum(), torch.abs(x - y).mean(dim=1), (x * x).amax()
 
@@ -191,6 +201,7 @@ def main() -> None:
         "kept_intermediate": lambda: run(kept_intermediate, x, y),
         "in_place_on_inputs": lambda: run(in_place_on_inputs, x, y),
         "in_place_on_a_result": lambda: run(in_place_on_a_result, x),
+        "out_arguments": lambda: run(out_arguments, x, y),
         "reductions": lambda: run(reductions, x, y),
         "broken_by_item": lambda: run(broken_by_item, x),
         "through_a_view": lambda: run(through_a_view, x),

@@ -29,8 +29,10 @@ def report(tmp_path_factory):
 
 
 CASE_NAMES = ["chain", "chain_no_sync_between_calls", "kept_intermediate", "in_place_on_inputs",
-              "in_place_on_a_result", "reductions", "broken_by_item", "through_a_view",
-              "mixed_dtypes", "training", "two_threads", "two_streams"]
+              "in_place_on_a_result", "out_arguments", "reductions", "broken_by_item",
+              "through_a_view",
+              "mixed_dtypes", "training", "two_threads", "two_streams", "deterministic",
+              "error_at_the_call", "profiled"]
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
@@ -40,7 +42,8 @@ def test_results_equal_the_cpu(report, case):
 
 # Cases whose chains become hot within the run: each ran fused at least once.
 @pytest.mark.parametrize("case", ["chain", "kept_intermediate", "in_place_on_inputs",
-                                  "in_place_on_a_result", "reductions", "broken_by_item",
+                                  "in_place_on_a_result", "out_arguments", "reductions",
+                                  "broken_by_item",
                                   "mixed_dtypes", "training"])
 def test_hot_chains_run_fused(report, case):
     stats = report[case]["stats"]
@@ -61,6 +64,10 @@ def test_intermediates_nobody_holds_are_not_written(report):
     # kept_intermediate holds `a`: of its 5 ops' results two are returned, three skipped.
     stats = report["kept_intermediate"]["stats"]
     assert stats["results_skipped"] == 3 * stats["chains_fused"], stats
+
+
+def test_deterministic_algorithms_turn_fusion_off(report):
+    assert report["deterministic"]["stats"]["ops_held"] == 0, report["deterministic"]
 
 
 def test_nothing_failed_to_compile(report):
