@@ -1,3 +1,5 @@
+#include <Python.h>  // first: Python.h must precede standard headers
+
 #include "compile/FusedChain.h"
 
 #include "aten/DeferredOp.h"
@@ -441,9 +443,13 @@ struct ChainOutput {
 // of the chain's own only makes a result look live: it is then written, never lost.
 // A Python object only C++ references keep alive (PyObject preservation: the object holds one
 // strong reference, and C++ references keep it) is no holder: no Python code can reach it.
+// The Python reference count is read directly, without the GIL (PyObjectSlot's
+// has_unique_reference takes it, and a hand-over runs under g_mutex, which the compile thread
+// takes holding the GIL): when it reads 1, only the C++ references keep the object, and Python
+// code can reach it again only through them (which the use count would show).
 std::size_t strong_references(std::size_t use_count, const c10::impl::PyObjectSlot* slot) {
-  return slot->load_pyobj() != nullptr && slot->has_unique_reference() ? use_count - 1
-                                                                        : use_count;
+  PyObject* object = slot->load_pyobj();
+  return object != nullptr && Py_REFCNT(object) == 1 ? use_count - 1 : use_count;
 }
 
 bool live(const HeldChain& chain, int identity) {

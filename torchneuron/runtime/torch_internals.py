@@ -1406,12 +1406,10 @@ ENTRIES: tuple[Internal, ...] = (
          "fused eager skips writing a held op's result that nothing can read: a tensor whose "
          "Python object only C++ references keep alive (the object holds one strong reference "
          "to its TensorImpl or StorageImpl) is not held by Python code",
-         header("c10/core/impl/PyObjectSlot.h", "PyObject* load_pyobj() const",
-                "bool has_unique_reference() const"),
+         header("c10/core/impl/PyObjectSlot.h", "PyObject* load_pyobj() const"),
          header("c10/util/intrusive_ptr.h", "Note [PyObject preservation for Tensor and Storages]",
                 "The PyObject, if it exists, holds a strong reference"),
-         covers=("c10::impl::PyObjectSlot", "pyobj_slot", "has_unique_reference",
-                 "load_pyobj")),
+         covers=("c10::impl::PyObjectSlot", "pyobj_slot", "load_pyobj")),
     _cpp("torch::jit::toPyObject, torch::getTHPDtype", ("FusionBindings.cpp",),
          "a hot chain's constants (IValues of the dispatcher's stack) reach the compile thread "
          "as Python values, a dtype argument as a torch.dtype",
