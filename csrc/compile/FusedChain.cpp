@@ -290,6 +290,23 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
     }
     return -1;
   };
+  // Whether `storage` is the memory of a tensor the chain (or this op, so far) holds.
+  auto held_memory = [&](const c10::StorageImpl* storage) {
+    auto same = [&](const Identity& e) { return e.storage == storage; };
+    return std::any_of(chain.identities.begin(), chain.identities.end(), same) ||
+           std::any_of(new_identities.begin(), new_identities.end(), same);
+  };
+  // A new external input (its snapshot at the call), as a tensor identity of the chain; -1 when
+  // its memory is another held tensor's (the fused kernel reads and writes each element once,
+  // in one order).
+  auto add_input = [&](const at::Tensor& t, const at::Tensor& snapshot) -> int {
+    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+    if (held_memory(storage)) return -1;
+    const int input = static_cast<int>(chain.inputs.size() + new_inputs.size());
+    new_inputs.push_back(ChainInput{false, c10::IValue(), snapshot});
+    new_identities.push_back(Identity{t, storage, input, -1, -1});
+    return static_cast<int>(chain.identities.size() + new_identities.size() - 1);
+  };
   for (std::size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = args[i];
     ArgRef& ref = refs[i];
@@ -327,22 +344,8 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
       return false;
     }
     int id = find_identity(t.unsafeGetTensorImpl());
-    if (id < 0) {
-      // A new external input: its memory may not be any other tensor's the chain holds (the
-      // fused kernel reads and writes each element once, in one order).
-      const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-      for (const auto& e : chain.identities) {
-        if (e.storage == storage) return false;
-      }
-      for (const auto& e : new_identities) {
-        if (e.storage == storage) return false;
-      }
-      const at::Tensor& snapshot = snapshots[i].toTensor();
-      const int input = static_cast<int>(chain.inputs.size() + new_inputs.size());
-      new_inputs.push_back(ChainInput{false, c10::IValue(), snapshot});
-      id = static_cast<int>(chain.identities.size() + new_identities.size());
-      new_identities.push_back(Identity{t, storage, input, -1, -1});
-    }
+    if (id < 0) id = add_input(t, snapshots[i].toTensor());
+    if (id < 0) return false;
     const Identity& e = id < static_cast<int>(chain.identities.size())
                             ? chain.identities[id]
                             : new_identities[id - chain.identities.size()];
@@ -377,28 +380,12 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
     }
     const at::Tensor& out = v.toTensor();
     defines = find_identity(out.unsafeGetTensorImpl());
-    if (defines < 0) {
-      const c10::StorageImpl* storage = out.storage().unsafeGetStorageImpl();
-      for (const auto& e : chain.identities) {
-        if (e.storage == storage) return false;
-      }
-      for (const auto& e : new_identities) {
-        if (e.storage == storage) return false;
-      }
-      const int input = static_cast<int>(chain.inputs.size() + new_inputs.size());
-      new_inputs.push_back(ChainInput{false, c10::IValue(), snapshots[num_args].toTensor()});
-      defines = static_cast<int>(chain.identities.size() + new_identities.size());
-      new_identities.push_back(Identity{out, storage, input, -1, -1});
-    }
+    if (defines < 0) defines = add_input(out, snapshots[num_args].toTensor());
+    if (defines < 0) return false;
   } else {
     if (!is_neuron(result) || result.layout() != c10::kStrided) return false;
     const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
-    for (const auto& e : chain.identities) {
-      if (e.storage == storage) return false;  // a view of its input, not a fresh result
-    }
-    for (const auto& e : new_identities) {
-      if (e.storage == storage) return false;
-    }
+    if (held_memory(storage)) return false;  // a view of its input, not a fresh result
     defines = static_cast<int>(chain.identities.size() + new_identities.size());
     new_identities.push_back(
         Identity{result, result.storage().unsafeGetStorageImpl(), -1, step, -1});
