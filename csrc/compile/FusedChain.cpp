@@ -35,6 +35,12 @@ namespace {
 // enough that its signature stays cheap to build.
 constexpr std::size_t kMaxSteps = 64;
 
+// A chain whose Python floats change from call to call (an optimizer's bias correction or step
+// size, a learning-rate schedule) would be compiled anew for every value, on the compile thread
+// that shares the machine with the caller. After this many signatures that differ only in float
+// values, later ones run unfused without being counted or compiled.
+constexpr int kFloatVariants = 4;
+
 std::atomic<bool> g_enabled{false};
 std::atomic<int> g_hot{3};
 
@@ -225,6 +231,11 @@ std::unordered_map<std::uint64_t, std::shared_ptr<Entry>>& entries_by_id() {
 }
 std::uint64_t g_next_id = 1;
 Stats g_stats;
+// Per signature without float values: how many signatures with values it had (kFloatVariants).
+std::unordered_map<std::string, int>& float_variants() {
+  static auto* map = new std::unordered_map<std::string, int>();
+  return *map;
+}
 
 // Never destroyed: the compile thread waits on them until the process ends, and destroying a
 // condition variable with a waiter blocks the exit (glibc).
@@ -397,12 +408,17 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
   return true;
 }
 
-// A constant argument: a plain value or a list of them.
-void put_constant(std::string& key, const c10::IValue& v) {
+// A constant argument: a plain value or a list of them; without `float_values`, a float or
+// complex number by its type only.
+void put_constant(std::string& key, const c10::IValue& v, bool float_values) {
+  if (!float_values && (v.isDouble() || v.isComplexDouble())) {
+    key += v.isDouble() ? 'D' : 'C';
+    return;
+  }
   if (put_scalar(key, v) || !v.isList()) return;
   key += '[';
   put(key, v.toListRef().size());
-  for (const c10::IValue& e : v.toListRef()) put_constant(key, e);
+  for (const c10::IValue& e : v.toListRef()) put_constant(key, e, float_values);
 }
 
 void put_layout(std::string& key, const at::Tensor& t) {
@@ -476,8 +492,10 @@ std::vector<ChainOutput> outputs_of(const HeldChain& chain) {
   return outputs;
 }
 
+// The chain's compile-cache key; without `float_values`, the key of every chain that differs
+// from it only in float values (kFloatVariants).
 std::string signature_of(const HeldChain& chain, const std::vector<ChainOutput>& outputs,
-                         int threads) {
+                         int threads, bool float_values) {
   std::string key;
   key.reserve(64 + 48 * chain.steps.size());
   put(key, threads);
@@ -485,7 +503,7 @@ std::string signature_of(const HeldChain& chain, const std::vector<ChainOutput>&
   for (const ChainInput& in : chain.inputs) {
     if (in.scalar) {
       key += 'S';
-      put_constant(key, in.value);
+      put_constant(key, in.value, float_values);
     } else {
       key += 'T';
       put_layout(key, in.snapshot);
@@ -497,7 +515,7 @@ std::string signature_of(const HeldChain& chain, const std::vector<ChainOutput>&
     for (const ArgRef& ref : step.args) {
       put(key, static_cast<char>(ref.kind));
       if (ref.kind == RequestArg::kConstant) {
-        put_constant(key, ref.constant);
+        put_constant(key, ref.constant, float_values);
       } else {
         put(key, ref.index);
       }
@@ -577,6 +595,22 @@ void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outpu
                      });
 }
 
+// The chain's entry (a new one the first time its signature is seen); nullptr when it is one more
+// signature of a chain whose floats keep changing (kFloatVariants).
+Entry* entry_of(const HeldChain& chain, const std::vector<ChainOutput>& outputs, int threads) {
+  std::string key = signature_of(chain, outputs, threads, true);
+  auto found = entries().find(key);
+  if (found != entries().end()) return found->second.get();
+  int& variants = float_variants()[signature_of(chain, outputs, threads, false)];
+  if (variants >= kFloatVariants) return nullptr;
+  ++variants;
+  auto entry = std::make_shared<Entry>();
+  entry->id = g_next_id++;
+  entries_by_id()[entry->id] = entry;
+  ++g_stats.signatures;
+  return entries().emplace(std::move(key), std::move(entry)).first->second.get();
+}
+
 // Hands the chain over (under g_mutex); the caller's tensors it held go to `drop`, to be
 // released after the lock (releasing one with a Python object takes the GIL).
 void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
@@ -586,36 +620,28 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
   if (n >= 2 && holding()) {
     ++g_stats.chains;
     std::vector<ChainOutput> outputs = outputs_of(chain);
-    {
-      const int threads = at::get_num_threads();
-      std::string key = signature_of(chain, outputs, threads);
-      auto& slot = entries()[key];
-      if (!slot) {
-        slot = std::make_shared<Entry>();
-        slot->id = g_next_id++;
-        entries_by_id()[slot->id] = slot;
-        ++g_stats.signatures;
+    const int threads = at::get_num_threads();
+    Entry* entry = entry_of(chain, outputs, threads);
+    if (entry == nullptr) {
+      ++g_stats.chains_varying;  // runs unfused, as async mode runs it
+    } else if (entry->state == Entry::kReady) {
+      enqueue_fused(chain, outputs, entry->program);
+      fused = true;
+      ++g_stats.chains_fused;
+      g_stats.ops_fused += n;
+      std::int64_t fresh = 0;
+      for (const Identity& e : chain.identities) fresh += e.input < 0;
+      std::int64_t written = 0;
+      for (const ChainOutput& o : outputs) written += o.into_input < 0;
+      g_stats.results_skipped += fresh - written;
+    } else if (entry->state == Entry::kCold && ++entry->hits >= g_hot.load()) {
+      entry->state = Entry::kRequested;
+      ++g_stats.requested;
+      {
+        std::lock_guard<std::mutex> lock(g_requests_mutex);
+        requests().push_back(request_of(chain, outputs, entry->id, threads));
       }
-      Entry& entry = *slot;
-      if (entry.state == Entry::kReady) {
-        enqueue_fused(chain, outputs, entry.program);
-        fused = true;
-        ++g_stats.chains_fused;
-        g_stats.ops_fused += n;
-        std::int64_t fresh = 0;
-        for (const Identity& e : chain.identities) fresh += e.input < 0;
-        std::int64_t written = 0;
-        for (const ChainOutput& o : outputs) written += o.into_input < 0;
-        g_stats.results_skipped += fresh - written;
-      } else if (entry.state == Entry::kCold && ++entry.hits >= g_hot.load()) {
-        entry.state = Entry::kRequested;
-        ++g_stats.requested;
-        {
-          std::lock_guard<std::mutex> lock(g_requests_mutex);
-          requests().push_back(request_of(chain, outputs, entry.id, threads));
-        }
-        g_requests_cv.notify_one();
-      }
+      g_requests_cv.notify_one();
     }
   }
   if (!fused) {
@@ -734,6 +760,7 @@ void reset() {
   std::lock_guard<std::mutex> lock(g_mutex);
   entries().clear();
   entries_by_id().clear();
+  float_variants().clear();
   g_stats = Stats();
 }
 

@@ -91,6 +91,7 @@ struct Stats {
   std::int64_t ops_fused = 0;       // ops those covered
   std::int64_t results_skipped = 0; // intermediate results the fused kernels never wrote
   std::int64_t signatures = 0;      // distinct chain signatures seen
+  std::int64_t chains_varying = 0;  // chains left unfused: their floats change between calls
   std::int64_t requested = 0;       // signatures that became hot
   std::int64_t ready = 0;           // ... compiled and recorded
   std::int64_t failed = 0;          // ... that cannot fuse

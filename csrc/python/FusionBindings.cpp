@@ -110,6 +110,7 @@ void bind_fusion(py::module& m) {
     d["ops_fused"] = s.ops_fused;
     d["results_skipped"] = s.results_skipped;
     d["signatures"] = s.signatures;
+    d["chains_varying"] = s.chains_varying;
     d["requested"] = s.requested;
     d["ready"] = s.ready;
     d["failed"] = s.failed;

@@ -91,6 +91,15 @@ def reductions(x, y):
     return (x * y + 1.0).sum(), torch.abs(x - y).mean(dim=1), (x * x).amax()
 
 
+def varying_floats(x, y):
+    # A float that changes from call to call (an optimizer's step size): each value is another
+    # signature; after a few of them the rest run unfused instead of each being compiled.
+    return [torch.sin(x * (1.0 + i / 7)) + y for i in range(VARYING_VALUES)]
+
+
+VARYING_VALUES = 12
+
+
 def broken_by_item(x):
     a = x * 2.0 + 1.0
     s = a.sum().item()  # a synchronization point inside: the chain is handed over first
@@ -203,6 +212,7 @@ def main() -> None:
         "in_place_on_a_result": lambda: run(in_place_on_a_result, x),
         "out_arguments": lambda: run(out_arguments, x, y),
         "reductions": lambda: run(reductions, x, y),
+        "varying_floats": lambda: run(varying_floats, x, y),
         "broken_by_item": lambda: run(broken_by_item, x),
         "through_a_view": lambda: run(through_a_view, x),
         "mixed_dtypes": lambda: run(mixed_dtypes, torch.randint(-5, 5, (128, 1024)),

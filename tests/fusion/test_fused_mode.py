@@ -29,7 +29,8 @@ def report(tmp_path_factory):
 
 
 CASE_NAMES = ["chain", "chain_no_sync_between_calls", "kept_intermediate", "in_place_on_inputs",
-              "in_place_on_a_result", "out_arguments", "reductions", "broken_by_item",
+              "in_place_on_a_result", "out_arguments", "reductions", "varying_floats",
+              "broken_by_item",
               "through_a_view",
               "mixed_dtypes", "training", "two_threads", "two_streams", "deterministic",
               "error_at_the_call", "profiled"]
@@ -64,6 +65,17 @@ def test_intermediates_nobody_holds_are_not_written(report):
     # kept_intermediate holds `a`: of its 5 ops' results two are returned, three skipped.
     stats = report["kept_intermediate"]["stats"]
     assert stats["results_skipped"] == 3 * stats["chains_fused"], stats
+
+
+def test_floats_that_keep_changing_stop_being_compiled(report):
+    # 12 values per call, 5 calls: the first 4 values (FusedChain.cpp kFloatVariants) are
+    # signatures of their own, hot and compiled; the 8 later ones run unfused in every call.
+    from tests.fusion.fused_mode_cases import CALLS, VARYING_VALUES
+
+    stats = report["varying_floats"]["stats"]
+    assert stats["signatures"] == 4 and stats["requested"] == 4, stats
+    assert stats["chains_varying"] == (VARYING_VALUES - 4) * CALLS, stats
+    assert stats["chains_fused"] >= 4, stats
 
 
 def test_deterministic_algorithms_turn_fusion_off(report):
