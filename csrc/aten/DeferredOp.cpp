@@ -10,6 +10,7 @@
 #include "profiler/KernelActivity.h"
 
 #include <ATen/ops/copy_ops.h>
+#include <ATen/ops/resize_ops.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
@@ -104,6 +105,10 @@ struct Recipe {
   std::vector<OutTensor> outs;
   std::vector<std::size_t> fresh_nbytes;
   bool queue = true;  // false: the CPU kernel disagreed with the meta function; run it now
+  // Not empty: the call only sizes empty out= arguments (argument tensor, contiguous sizes), as
+  // a composite op passing `at::empty({0})` to its out= form does (abs): they are resized at the
+  // call and the call is then queued as an ordinary out= call.
+  std::vector<std::pair<std::size_t, std::vector<int64_t>>> resize;
 };
 
 constexpr std::size_t kMaxRecipes = 1 << 16;
@@ -190,6 +195,32 @@ class Arguments {
       }
     }
     return true;
+  }
+
+  // The empty out= arguments the meta call sized (see Recipe::resize), when that was the only
+  // change it made to an argument; empty otherwise.
+  std::vector<std::pair<std::size_t, std::vector<int64_t>>> sized_outs() const {
+    std::vector<std::pair<std::size_t, std::vector<int64_t>>> sized;
+    for (std::size_t k = 0; k < tensors_.size(); ++k) {
+      const TensorEntry& e = tensors_[k];
+      if (!e.meta.defined()) continue;
+      const StorageEntry& s = storages_[e.storage];
+      const bool own_storage = e.meta.storage().unsafeGetStorageImpl() ==
+                               s.meta.unsafeGetStorageImpl();
+      if (same_geometry(e.meta, e.neuron) && own_storage && s.meta.nbytes() == s.neuron.nbytes()) {
+        continue;
+      }
+      const bool alone = std::count_if(tensors_.begin(), tensors_.end(), [&](const TensorEntry& o) {
+                           return o.storage == e.storage;
+                         }) == 1;
+      if (!(alone && own_storage && s.neuron.nbytes() == 0 && e.meta.numel() > 0 &&
+            e.meta.is_contiguous() && e.meta.storage_offset() == 0 &&
+            e.meta.scalar_type() == e.neuron.scalar_type())) {
+        return {};
+      }
+      sized.emplace_back(k, e.meta.sizes().vec());
+    }
+    return sized;
   }
 
   // The recipe for the meta call's results; null when a result is not a strided meta tensor
@@ -474,6 +505,17 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     if (it != recipes().end()) recipe = it->second;
   }
   if (recipe && !recipe->queue) return false;
+  if (recipe && !recipe->resize.empty()) {
+    // Nothing is in an empty out= argument to keep: it gets its memory at the call, as CUDA's
+    // resize_output does, and the call then has a signature of its own (the sizes differ), so
+    // this branch is not taken again for it.
+    const std::vector<at::Tensor> tensors = args.argument_tensors();
+    for (const auto& [k, sizes] : recipe->resize) {
+      at::_ops::resize_::redispatch(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), tensors[k],
+                                    c10::fromIntArrayRefSlow(sizes), std::nullopt);
+    }
+    return defer_op(op, ks, stack, device, check);
+  }
   if (!recipe) {
     // A signature's first call: the meta function's answer, checked against the CPU kernel's
     // results of this call, which runs now (see RecipeCheck).
@@ -495,7 +537,17 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
       return false;
     }
     count_meta(&schema, true);
-    if (!args.unchanged()) return false;
+    if (!args.unchanged()) {
+      auto sized = args.sized_outs();
+      if (!sized.empty()) {  // this call runs now; later ones size their outs and queue
+        auto made = std::make_shared<Recipe>();
+        made->resize = std::move(sized);
+        std::lock_guard<std::mutex> lock(g_recipes_mutex);
+        if (recipes().size() >= kMaxRecipes) recipes().clear();
+        recipes().emplace(std::move(key), std::move(made));
+      }
+      return false;
+    }
     std::shared_ptr<Recipe> made = args.recipe_of(meta_stack);
     if (!made) return false;
     if (check != nullptr) {

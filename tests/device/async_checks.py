@@ -306,6 +306,36 @@ def check_copy_into_a_strided_view_is_queued():
         raise AssertionError("a copy into an expanded tensor did not raise")
 
 
+def check_an_op_that_sizes_an_empty_out_is_queued():
+    # abs is a composite that passes at::empty({0}) to abs.out: the out gets its memory at the
+    # call and the kernel is queued (it waited for the queue before). The first two calls of a
+    # signature run at the call (meta, then the CPU kernel's check of it).
+    for call in range(4):
+        y, ref = queued_work()
+        given = torch.empty(0, device="neuron")
+        got = (torch.abs(y), torch.abs(-y, out=given), torch.abs(y[:, 0].to(torch.complex64)))
+        busy = not _C._device_idle()
+        expected = (ref.abs(), ref.neg().abs(), ref[:, 0].to(torch.complex64).abs())
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g.cpu(), e, rtol=1e-4, atol=1e-2)
+        assert got[1] is given and given.shape == ref.shape, given.shape
+        if call >= 2:
+            assert busy, "abs waited for the work queued before it"
+    # An out of the wrong dtype is still refused at the call with the CPU's error.
+    try:
+        torch.abs(torch.randn(4, device="neuron"), out=torch.empty(0, dtype=torch.long,
+                                                                    device="neuron"))
+    except RuntimeError as e:
+        cpu = None
+        try:
+            torch.abs(torch.randn(4), out=torch.empty(0, dtype=torch.long))
+        except RuntimeError as c:
+            cpu = str(c)
+        assert str(e) == cpu, (str(e), cpu)
+    else:
+        raise AssertionError("abs into a long out did not raise")
+
+
 def check_profiler_records_queued_kernels():
     x = torch.randn(BIG, BIG, device="neuron")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,

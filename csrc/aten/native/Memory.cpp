@@ -109,10 +109,20 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
 
 // Growth goes through the storage's allocator (ours) on the tensor's own device. Growing copies
 // the old bytes and frees the old memory, which queued work may still use: a synchronization.
+// Growing an empty storage (an out= argument made by at::empty({0}), as composites such as abs
+// pass one) has nothing to copy or free, and a resize within the storage only changes this
+// tensor's metadata (queued work holds its own): neither waits.
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   c10::DeviceGuard guard(self.device());
-  exec::settle();
+  if (!self.has_storage() || self.storage().nbytes() > 0) {
+    const auto sizes = c10::asIntArrayRefSlowOpt(size);
+    const bool fits = sizes.has_value() && self.has_storage() &&
+                      at::detail::computeStorageNbytesContiguous(
+                          *sizes, self.dtype().itemsize(), self.storage_offset()) <=
+                          self.storage().nbytes();
+    if (!fits) exec::settle();
+  }
   return at::cpu::resize__symint(self, size, memory_format);
 }
 
