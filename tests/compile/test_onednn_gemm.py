@@ -41,7 +41,9 @@ def test_bare_torch_compile_takes_onednn_too():
 
 def test_onednn_is_as_accurate_as_atens_kernel():
     # oneDNN sums in another order than MKL, so results differ in the last bits; measured
-    # against float64, its error is of the same size as the eager (ATen) result's.
+    # against float64, its error is of the same order as the eager (ATen) result's. How much
+    # larger depends on the CPU's kernels (AVX2's brgemm blocking: ~4x MKL's on an AMD EPYC);
+    # a reduced-precision path (bf16/tf32 accumulation) would be ~100x off.
     torch.manual_seed(0)
     a, b = torch.randn(256, 1024), torch.randn(1024, 256)
     exact = (a.double() @ b.double()).float()
@@ -51,7 +53,7 @@ def test_onednn_is_as_accurate_as_atens_kernel():
     assert gemm_calls(code) == (1, 0)
     compiled_error = (compiled.cpu() - exact).abs().max().item()
     eager_error = (eager.cpu() - exact).abs().max().item()
-    assert compiled_error <= 2 * eager_error + 1e-6, (compiled_error, eager_error)
+    assert compiled_error <= 10 * eager_error + 1e-6, (compiled_error, eager_error)
     torch.testing.assert_close(compiled.cpu(), exact, rtol=1e-5, atol=1e-4)
 
 

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
-# internal: see runtime/torch_internals.py "torch._dynamo.utils.counters"
-from torch._dynamo.utils import counters
 # internal: see runtime/torch_internals.py "torch._guards.tracing"
 from torch._guards import TracingContext, tracing
 # internal: see runtime/torch_internals.py "torch._subclasses.fake_tensor.FakeTensorMode"
@@ -77,6 +75,11 @@ class CompiledChain:
 
 
 def _counter_values() -> dict[str, int]:
+    # Imported here: torch._dynamo loads Inductor (~1.5 s), which only a compile needs (fused
+    # mode imports this module with torchneuron).
+    # internal: see runtime/torch_internals.py "torch._dynamo.utils.counters"
+    from torch._dynamo.utils import counters
+
     return {name: counters[group][name] for group, name in CACHE_COUNTERS}
 
 
