@@ -285,13 +285,16 @@ def reply(message: dict) -> None:
     print(PROTOCOL + json.dumps(message), flush=True)
 
 
-WARM_CALLS = 5  # untimed calls before a case's first timing: more than the fused mode's hot count
-
-
 def warm_up(fn: Callable[[], object], device: str) -> None:
     """First-call work, a heap growing to its working size and, in a fusing mode, the case's
-    chains made hot and compiled, so that every side is timed in its steady state."""
-    for _ in range(WARM_CALLS):
+    chains made hot (seen NEURON_FUSION_HOT times) and compiled, so that every side is timed in
+    its steady state."""
+    calls = 3
+    if device != "cpu":
+        from torchneuron.runtime import config
+
+        calls = max(calls, config.current().fusion_hot + 1)
+    for _ in range(calls):
         fn()
     if device != "cpu":
         from torchneuron.fusion import queue_feeder

@@ -7,7 +7,7 @@ from torchneuron.runtime.config import ConfigError, load
 
 
 def test_default_and_explicit_hotness():
-    assert load({}).fusion_hot == 3
+    assert load({}).fusion_hot == 20
     assert load({"NEURON_FUSION_HOT": " 1 "}).fusion_hot == 1
     assert load({"NEURON_FUSION_HOT": "20"}).fusion_hot == 20
 
