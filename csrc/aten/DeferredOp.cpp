@@ -9,6 +9,7 @@
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
 
+#include <ATen/core/enum_tag.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/resize_ops.h>
 #include <c10/core/Allocator.h>
@@ -127,11 +128,14 @@ struct Result;
 class Arguments {
  public:
   bool ok = true;  // false: an argument the queue cannot take
+  // False: floats are written by their type only (see defer_op).
+  bool float_values = true;
 
   // Appends `v` to the signature, registering its tensors; false when it cannot be described.
   bool visit(const c10::IValue& v, std::string& key) {
     if (v.isTensor()) {
       visit_tensor(v.toTensor(), key);
+    } else if (!float_values && put_number_type(key, v)) {  // one recipe for every value
     } else if (put_scalar(key, v)) {  // a plain value: written
     } else if (v.isDevice()) {
       key += 'D';
@@ -489,7 +493,13 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   const std::size_t begin = stack->size() - num_args;
 
   // The call's signature: the op, the default dtype (factories read it) and every argument.
+  // A pointwise op's results have its inputs' shape whatever its floats' values, so one recipe
+  // serves every value: a step size or learning rate that changes every step (addcdiv_'s
+  // value=, add_'s alpha=) would otherwise make each call the first of its signature, which
+  // runs at the call after the queue drains. Python floats at Tensor positions (x * 0.5) are
+  // wrapped numbers, keyed by type already.
   Arguments args;
+  args.float_values = !op.hasTag(at::Tag::pointwise);
   std::string key;
   key.reserve(256);
   put(key, &schema);

@@ -40,4 +40,17 @@ inline bool put_scalar(std::string& key, const c10::IValue& v) {
   return true;
 }
 
+// Appends a float or complex number by its type only (true), for keys that one kernel or one
+// recipe serves whatever the value; false (the key unchanged) for any other value.
+inline bool put_number_type(std::string& key, const c10::IValue& v) {
+  if (v.isDouble()) {
+    key += 'D';
+  } else if (v.isComplexDouble()) {
+    key += 'C';
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace torchneuron

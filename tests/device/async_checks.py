@@ -336,6 +336,26 @@ def check_an_op_that_sizes_an_empty_out_is_queued():
         raise AssertionError("abs into a long out did not raise")
 
 
+def check_a_float_that_changes_every_call_does_not_synchronize():
+    # An optimizer's step size or a scheduled learning rate is a new float at every step. Each
+    # call with a new value used to be the first of its signature, which runs at the call after
+    # the queue drains; a pointwise op's recipe now serves every value.
+    p, g = torch.randn(256, 256), torch.randn(256, 256)
+    pn, gn = p.to("neuron"), g.to("neuron")
+    for step in range(1, 6):
+        y, _ = queued_work()
+        pn.add_(gn, alpha=-0.01 * step)
+        pn.addcdiv_(gn, gn.abs() + 1.0, value=0.001 / step)
+        pn.lerp_(gn, 0.1 * step)
+        busy = not _C._device_idle()
+        p.add_(g, alpha=-0.01 * step)
+        p.addcdiv_(g, g.abs() + 1.0, value=0.001 / step)
+        p.lerp_(g, 0.1 * step)
+        torch.testing.assert_close(pn.cpu(), p)
+        if step >= 3:
+            assert busy, f"step {step}: an op with a new float waited for the queued work"
+
+
 def check_profiler_records_queued_kernels():
     x = torch.randn(BIG, BIG, device="neuron")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
