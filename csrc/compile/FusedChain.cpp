@@ -35,10 +35,11 @@ namespace {
 // enough that its signature stays cheap to build.
 constexpr std::size_t kMaxSteps = 64;
 
-// A chain whose Python floats change from call to call (an optimizer's bias correction or step
-// size, a learning-rate schedule) would be compiled anew for every value, on the compile thread
-// that shares the machine with the caller. After this many signatures that differ only in float
-// values, later ones run unfused without being counted or compiled.
+// Most floats reach the kernel at run time (an optimizer's bias correction or step size, a
+// learning-rate schedule: see append()); a chain whose compiled-in floats change from call to
+// call (a clamp bound, an exponent, a float next to float16 tensors) would be compiled anew for
+// every value, on the compile thread that shares the machine with the caller. After this many
+// signatures that differ only in such values, later ones run unfused, uncounted, uncompiled.
 constexpr int kFloatVariants = 4;
 
 std::atomic<bool> g_enabled{false};
@@ -52,10 +53,15 @@ struct OpKind {
   bool in_place = false;                       // written into its first argument
   bool out = false;                            // written into its last argument, out=
   std::optional<c10::OperatorHandle> functional;  // the op the chain's step computes
+  // Per argument of `functional`: a float given there is read by the fused kernel at each call
+  // (a runtime scalar), not compiled in.
+  std::vector<bool> runtime_scalar;
 };
 
 std::mutex g_kinds_mutex;
 std::unordered_set<std::string> g_reductions;  // guarded by g_kinds_mutex
+// Op name ("aten::add.Tensor") -> its Scalar-typed argument a kernel reads at run time ("alpha").
+std::unordered_map<std::string, std::string> g_runtime_scalars;  // guarded by g_kinds_mutex
 std::unordered_map<const c10::FunctionSchema*, OpKind>& kinds() {
   static auto* map = new std::unordered_map<const c10::FunctionSchema*, OpKind>();
   return *map;
@@ -164,7 +170,18 @@ OpKind classify(const c10::OperatorHandle& op) {
 const OpKind& kind_of(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(g_kinds_mutex);
   auto it = kinds().find(&op.schema());
-  if (it == kinds().end()) it = kinds().emplace(&op.schema(), classify(op)).first;
+  if (it == kinds().end()) {
+    OpKind kind = classify(op);
+    if (kind.functional) {
+      const auto& fargs = kind.functional->schema().arguments();
+      kind.runtime_scalar.assign(fargs.size(), false);
+      auto named = g_runtime_scalars.find(full_name(*kind.functional));
+      for (std::size_t i = 0; named != g_runtime_scalars.end() && i < fargs.size(); ++i) {
+        kind.runtime_scalar[i] = fargs[i].name() == named->second;
+      }
+    }
+    it = kinds().emplace(&op.schema(), std::move(kind)).first;
+  }
   return it->second;  // entries are never removed (reset() keeps them: they depend on the op only)
 }
 
@@ -189,6 +206,7 @@ struct ChainInput {
   bool scalar = false;
   c10::IValue value;    // scalar: the Python number
   at::Tensor snapshot;  // tensor: its metadata at the call and its memory
+  bool runtime = false;  // scalar: a float the kernel reads at each call (not in the signature)
 };
 
 // A tensor the chain reads or writes, by the caller's TensorImpl: an external input (input >= 0)
@@ -290,6 +308,22 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
   const c10::ScalarType self_dtype =
       kind.in_place && args[0].isTensor() ? args[0].toTensor().scalar_type()
                                           : c10::ScalarType::Undefined;
+  // A float reaches the kernel at run time (as a 0-d float64 tensor) only where that computes
+  // what the Python number does: some operand with dimensions is float32 or float64, so the
+  // number is rounded to the result's type either way and a 0-d float64 tensor promotes nothing
+  // (over a float16 tensor or an integer one it would). One kernel then serves every value.
+  bool float_operands = false;
+  for (std::size_t i = 0; i < num_args && !float_operands; ++i) {
+    if (!args[i].isTensor()) continue;
+    const at::Tensor& t = args[i].toTensor();
+    float_operands = is_neuron(t) && t.dim() > 0 &&
+                     (t.scalar_type() == c10::kFloat || t.scalar_type() == c10::kDouble);
+  }
+  auto add_number = [&](ArgRef& ref, c10::IValue number, bool runtime) {
+    ref.kind = RequestArg::kInput;
+    ref.index = static_cast<int>(chain.inputs.size() + new_inputs.size());
+    new_inputs.push_back(ChainInput{true, std::move(number), at::Tensor(), runtime});
+  };
   auto find_identity = [&](const c10::TensorImpl* impl) -> int {
     for (std::size_t k = 0; k < chain.identities.size(); ++k) {
       if (chain.identities[k].caller.unsafeGetTensorImpl() == impl) return static_cast<int>(k);
@@ -314,7 +348,7 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
     const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
     if (held_memory(storage)) return -1;
     const int input = static_cast<int>(chain.inputs.size() + new_inputs.size());
-    new_inputs.push_back(ChainInput{false, c10::IValue(), snapshot});
+    new_inputs.push_back(ChainInput{false, c10::IValue(), snapshot, false});
     new_identities.push_back(Identity{t, storage, input, -1, -1});
     return static_cast<int>(chain.identities.size() + new_identities.size() - 1);
   };
@@ -331,6 +365,10 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
                    v.isComplexDouble())) {
         return false;  // symbolic values
       }
+      if (v.isDouble() && float_operands && kind.runtime_scalar[i]) {
+        add_number(ref, v, true);
+        continue;
+      }
       ref.constant = v;
       continue;
     }
@@ -345,9 +383,8 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
       c10::IValue number = number_of(t);
       if (number.isNone()) return false;
       if (kind.in_place && !number_fits(number, self_dtype)) return false;
-      ref.kind = RequestArg::kInput;
-      ref.index = static_cast<int>(chain.inputs.size() + new_inputs.size());
-      new_inputs.push_back(ChainInput{true, std::move(number), at::Tensor()});
+      const bool runtime = number.isDouble() && float_operands;
+      add_number(ref, std::move(number), runtime);
       continue;
     }
     if (t.layout() != c10::kStrided || !t.has_storage() || t.is_conj() || t.is_neg() ||
@@ -411,10 +448,7 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
 // A constant argument: a plain value or a list of them; without `float_values`, a float or
 // complex number by its type only.
 void put_constant(std::string& key, const c10::IValue& v, bool float_values) {
-  if (!float_values && (v.isDouble() || v.isComplexDouble())) {
-    key += v.isDouble() ? 'D' : 'C';
-    return;
-  }
+  if (!float_values && put_number_type(key, v)) return;
   if (put_scalar(key, v) || !v.isList()) return;
   key += '[';
   put(key, v.toListRef().size());
@@ -501,7 +535,9 @@ std::string signature_of(const HeldChain& chain, const std::vector<ChainOutput>&
   put(key, threads);
   put(key, chain.inputs.size());
   for (const ChainInput& in : chain.inputs) {
-    if (in.scalar) {
+    if (in.runtime) {
+      key += 'R';  // one kernel serves every value
+    } else if (in.scalar) {
       key += 'S';
       put_constant(key, in.value, float_values);
     } else {
@@ -536,6 +572,7 @@ Request request_of(const HeldChain& chain, const std::vector<ChainOutput>& outpu
   for (const ChainInput& in : chain.inputs) {
     RequestInput ri;
     ri.scalar = in.scalar;
+    ri.runtime = in.runtime;
     if (in.scalar) {
       ri.value = in.value;
     } else {
@@ -555,9 +592,10 @@ Request request_of(const HeldChain& chain, const std::vector<ChainOutput>& outpu
   return r;
 }
 
-// Queues the chain's kernel calls as one item over its buffers: the chain's tensor inputs, then
-// its output buffers (in the order the calls were recorded over), then scratch memory the
-// generated code uses, allocated by the worker for the item's length.
+// Queues the chain's kernel calls as one item over its buffers: the chain's tensor inputs and
+// runtime scalars (each a float64 the item holds), then its output buffers (in the order the
+// calls were recorded over), then scratch memory the generated code uses, allocated by the
+// worker for the item's length.
 void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outputs,
                    std::shared_ptr<const RecordedProgram> program) {
   std::vector<std::uintptr_t> pointers;
@@ -566,8 +604,16 @@ void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outpu
     pointers.push_back(reinterpret_cast<std::uintptr_t>(t.data_ptr()));
     keep.push_back(t.storage());
   };
+  std::vector<double> numbers;         // the runtime scalars' values...
+  std::vector<std::size_t> number_at;  // ... and where their pointers go
   for (const ChainInput& in : chain.inputs) {
-    if (!in.scalar) add(in.snapshot);
+    if (!in.scalar) {
+      add(in.snapshot);
+    } else if (in.runtime) {
+      number_at.push_back(pointers.size());
+      pointers.push_back(0);
+      numbers.push_back(in.value.toDouble());
+    }
   }
   for (const ChainOutput& o : outputs) {
     if (o.into_input < 0) add(o.buffer);
@@ -575,8 +621,12 @@ void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outpu
   const c10::DeviceIndex device = chain.stream.device_index();
   exec::enqueue_held(chain.stream, "fused chain",
                      [program = std::move(program), pointers = std::move(pointers),
-                      keep = std::move(keep), device]() mutable {
+                      keep = std::move(keep), numbers = std::move(numbers),
+                      number_at = std::move(number_at), device]() mutable {
                        profiler::KernelActivityScope activity("neuron::fused_chain", device);
+                       for (std::size_t k = 0; k < numbers.size(); ++k) {
+                         pointers[number_at[k]] = reinterpret_cast<std::uintptr_t>(&numbers[k]);
+                       }
                        std::vector<c10::DataPtr> scratch;
                        const c10::Device d(c10::DeviceType::PrivateUse1, device);
                        for (std::size_t nbytes : program->scratch_nbytes) {
@@ -673,10 +723,13 @@ HeldChain& chain_for(const c10::Stream& stream) {
 
 }  // namespace
 
-void configure(bool enabled, int hot, const std::vector<std::string>& reductions) {
+void configure(bool enabled, int hot, const std::vector<std::string>& reductions,
+               const std::vector<std::pair<std::string, std::string>>& runtime_scalars) {
   {
     std::lock_guard<std::mutex> lock(g_kinds_mutex);
     g_reductions = std::unordered_set<std::string>(reductions.begin(), reductions.end());
+    g_runtime_scalars.clear();
+    for (const auto& [op, argument] : runtime_scalars) g_runtime_scalars[op] = argument;
     kinds().clear();
   }
   g_hot.store(std::max(1, hot));

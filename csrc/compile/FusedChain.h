@@ -18,6 +18,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torchneuron {
@@ -27,9 +28,12 @@ struct RecordedProgram;
 namespace torchneuron::fusion {
 
 // From the configuration (torchneuron/runtime/config.py): fused mode on or off, how many times a
-// chain is seen before it is compiled, and the reductions that may end a chain, as
-// "aten::sum.default" (the list lives in torchneuron/fusion/ops.py).
-void configure(bool enabled, int hot, const std::vector<std::string>& reductions);
+// chain is seen before it is compiled, the reductions that may end a chain, as
+// "aten::sum.default" (the list lives in torchneuron/fusion/ops.py), and the Scalar-typed
+// arguments a fused kernel reads at each call, as ("aten::add.Tensor", "alpha")
+// (torchneuron/fusion/runtime_scalars.py).
+void configure(bool enabled, int hot, const std::vector<std::string>& reductions,
+               const std::vector<std::pair<std::string, std::string>>& runtime_scalars);
 // Fused mode is on (NEURON_EAGER_MODE=fused).
 bool enabled();
 // Fused mode is on and torch.use_deterministic_algorithms is off.
@@ -60,6 +64,7 @@ struct TensorLayout {
 };
 struct RequestInput {
   bool scalar = false;
+  bool runtime = false;  // a scalar float the kernel reads at each call (a 0-d float64 tensor)
   c10::IValue value;     // a Python number the op received (scalar)
   TensorLayout layout;   // a tensor (not scalar)
 };

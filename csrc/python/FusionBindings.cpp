@@ -31,13 +31,15 @@ py::object constant_object(const c10::IValue& v, const c10::Argument& arg) {
   return torch::jit::toPyObject(v);
 }
 
-// (id, threads, inputs, steps, outputs): inputs ("scalar", value) or ("tensor", dtype, sizes,
-// strides); steps (op name, overload, args) with args ("const", value) / ("input", i) /
+// (id, threads, inputs, steps, outputs): inputs ("scalar", value), ("runtime", value: a float
+// the kernel reads as a 0-d float64 tensor) or ("tensor", dtype, sizes, strides); steps (op name, overload, args) with args ("const", value) / ("input", i) /
 // ("step", k); outputs (step, into_input or None, buffer layout or None).
 py::object request_object(const fusion::Request& r) {
   py::list inputs, steps, outputs;
   for (const auto& in : r.inputs) {
-    if (in.scalar) {
+    if (in.runtime) {
+      inputs.append(py::make_tuple("runtime", torch::jit::toPyObject(in.value)));
+    } else if (in.scalar) {
       inputs.append(py::make_tuple("scalar", torch::jit::toPyObject(in.value)));
     } else {
       py::tuple l = layout_object(in.layout);

@@ -92,12 +92,31 @@ def reductions(x, y):
 
 
 def varying_floats(x, y):
-    # A float that changes from call to call (an optimizer's step size): each value is another
-    # signature; after a few of them the rest run unfused instead of each being compiled.
-    return [torch.sin(x * (1.0 + i / 7)) + y for i in range(VARYING_VALUES)]
+    # A compiled-in float (a clamp bound: its kernel specializes on the value) that changes from
+    # call to call: each value is another signature; after a few of them the rest run unfused
+    # instead of each being compiled.
+    return [torch.clamp(torch.sin(x), min=-1.0 + i / 50) + y for i in range(VARYING_VALUES)]
 
 
 VARYING_VALUES = 12
+
+
+def runtime_floats(p, g):
+    # AdamW's per-parameter update with floats that change every step (bias corrections, step
+    # size, a scheduled rate, a lerp weight crossing 0.5): the kernel reads them at each call,
+    # so every step runs the same compiled chains.
+    p, m, v = p.clone(), torch.zeros_like(p), torch.zeros_like(p)
+    for step in range(1, RUNTIME_STEPS + 1):
+        m.lerp_(g, 0.1 * step)
+        m.clamp_(-10.0, 10.0)
+        v.mul_(0.999).addcmul_(g, g, value=1 - 0.999)
+        denom = (v.sqrt() / (1 - 0.999 ** step) ** 0.5).add_(1e-8)
+        p.addcdiv_(m, denom, value=-1e-3 / (1 - 0.9 ** step))
+        p.add_(g, alpha=-0.01 * step)
+    return p, m, v
+
+
+RUNTIME_STEPS = 8
 
 
 def broken_by_item(x):
@@ -213,6 +232,7 @@ def main() -> None:
         "out_arguments": lambda: run(out_arguments, x, y),
         "reductions": lambda: run(reductions, x, y),
         "varying_floats": lambda: run(varying_floats, x, y),
+        "runtime_floats": lambda: run(runtime_floats, x, y),
         "broken_by_item": lambda: run(broken_by_item, x),
         "through_a_view": lambda: run(through_a_view, x),
         "mixed_dtypes": lambda: run(mixed_dtypes, torch.randint(-5, 5, (128, 1024)),

@@ -73,7 +73,27 @@ class Scalar:
         return ("scalar", _constant_key(self.value))
 
 
-Input = Union[TensorSpec, Scalar]
+@dataclass(frozen=True)
+class RuntimeScalar:
+    """A Python float the kernel reads at each call, as a 0-d float64 tensor: its value is not
+    part of the signature, so one kernel serves every value (fusion/runtime_scalars.py). The
+    value here is the one the chain was described with; a call passes its own in `inputs`."""
+    value: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.value, float):
+            raise TypeError(f"RuntimeScalar holds a Python float, not {type(self.value).__name__}")
+
+    def key(self) -> tuple:
+        return ("runtime_float",)
+
+    def empty(self, device: str = "cpu") -> torch.Tensor:
+        """A tensor of the layout the kernel reads the value from (a fake one under a
+        FakeTensorMode)."""
+        return torch.empty((), dtype=torch.float64, device=device)
+
+
+Input = Union[TensorSpec, Scalar, RuntimeScalar]
 
 
 @dataclass(frozen=True)
@@ -156,9 +176,9 @@ class Chain:
     # ------------------------------------------------------------------ validation
     def _validate(self) -> None:
         for i, spec in enumerate(self.inputs):
-            if not isinstance(spec, (TensorSpec, Scalar)):
+            if not isinstance(spec, (TensorSpec, Scalar, RuntimeScalar)):
                 raise TypeError(f"chain input {i} is a {type(spec).__name__}; expected a "
-                                f"TensorSpec or a Scalar")
+                                f"TensorSpec, a Scalar or a RuntimeScalar")
         if not self.steps:
             raise ValueError("a chain has at least one step")
         for position, step in enumerate(self.steps):
@@ -257,7 +277,8 @@ class Chain:
         """Each step's result metadata, from PyTorch's meta functions (as the queue computes it
         at the call)."""
         with FakeTensorMode():
-            fakes = [spec.empty() if isinstance(spec, TensorSpec) else None
+            fakes = [spec.empty() if isinstance(spec, TensorSpec) else
+                     spec.value if isinstance(spec, RuntimeScalar) else None
                      for spec in self.inputs]
             results: list[torch.Tensor] = []
             for step in self.steps:
@@ -270,5 +291,14 @@ class Chain:
         """Layouts of the new buffers the outputs without `into_input` are written to."""
         return tuple(self.step_specs[o.step] for o in self.outputs if o.into_input is None)
 
-    def tensor_inputs(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
-        return [x for x, spec in zip(inputs, self.inputs) if isinstance(spec, TensorSpec)]
+    def kernel_input_specs(self) -> list[TensorSpec | RuntimeScalar]:
+        """The inputs the kernel reads from memory, in order: tensors and runtime scalars."""
+        return [spec for spec in self.inputs if isinstance(spec, (TensorSpec, RuntimeScalar))]
+
+    def tensor_inputs(self, inputs: Sequence[Any], device: str = "cpu") -> list[torch.Tensor]:
+        """The kernel's tensor arguments for `inputs`: the tensors, and each runtime scalar's
+        value (the one given in `inputs`) as a 0-d float64 tensor on `device`."""
+        return [x if isinstance(spec, TensorSpec) else
+                torch.tensor(float(x), dtype=torch.float64, device=device)
+                for x, spec in zip(inputs, self.inputs)
+                if isinstance(spec, (TensorSpec, RuntimeScalar))]

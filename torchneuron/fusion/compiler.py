@@ -26,7 +26,7 @@ from torch._guards import TracingContext, tracing
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from .chain import Chain, TensorSpec
+from .chain import Chain
 from .graph import build_graph
 
 # The devices a chain compiles for, by device type: a neuron chain's kernels run on the stream of
@@ -49,7 +49,8 @@ def check_device(device: Any) -> str:
 @dataclass
 class CompiledChain:
     """One chain's generated kernel. Call it with the chain's inputs (tensors of `device` at
-    tensor positions; anything at Scalar positions, whose values are compiled in) and the
+    tensor positions; numbers at Scalar positions, whose values are compiled in, and at
+    RuntimeScalar positions, whose values the kernel reads at the call) and the
     buffers of the outputs without `into_input`, laid out as chain.output_specs() says. On
     neuron the call queues the kernels on the current stream (when execution is asynchronous)
     and never waits for the device."""
@@ -61,7 +62,7 @@ class CompiledChain:
     device: str = "cpu"
 
     def __call__(self, inputs: Sequence[Any], outputs: Sequence[torch.Tensor]) -> None:
-        self.fn([*self.chain.tensor_inputs(inputs), *outputs])  # Inductor's boxed call
+        self.fn([*self.chain.tensor_inputs(inputs, self.device), *outputs])  # Inductor's boxed call
 
     def run(self, inputs: Sequence[Any]) -> list[torch.Tensor]:
         """Allocates the new outputs on the chain's device, runs the kernel and returns them."""
@@ -100,7 +101,7 @@ def compile_chain(chain: Chain, threads: int | None = None, device: str = "cpu")
     # or Inductor bypasses its FX graph cache ("No shape env").
     fake_mode = FakeTensorMode(shape_env=ShapeEnv())
     with fake_mode:
-        examples = [spec.empty(device) for spec in chain.inputs if isinstance(spec, TensorSpec)]
+        examples = [spec.empty(device) for spec in chain.kernel_input_specs()]
         examples += [spec.empty(device) for spec in chain.output_specs()]
     before = _counter_values()
     start = time.perf_counter()

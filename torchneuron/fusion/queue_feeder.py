@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from .. import _C
-from .chain import Chain, InputRef, Output, Scalar, Step, StepRef, TensorSpec
+from .chain import Chain, InputRef, Output, RuntimeScalar, Scalar, Step, StepRef, TensorSpec
+from . import runtime_scalars
 from .compiler import compile_chain
 from .ops import REDUCTIONS
 
@@ -39,7 +40,7 @@ def reduction_names() -> list[str]:
 def configure(eager_mode: str, hot: int) -> None:
     """Called with the configuration: turns holding on in fused mode and starts the thread."""
     fused = eager_mode == "fused"
-    _C._fusion_configure(fused, hot, reduction_names())
+    _C._fusion_configure(fused, hot, reduction_names(), runtime_scalars.configured_names())
     if fused:
         start()
 
@@ -76,7 +77,7 @@ def serve(request: tuple) -> str | None:
         _compiles["compile_seconds"] += compiled.compile_seconds
         for name in ("fxgraph_cache_hit", "fxgraph_cache_miss"):
             _compiles[name] += compiled.cache_counts.get(name, 0)
-        tensors = [spec.empty("neuron") for spec in chain.inputs if isinstance(spec, TensorSpec)]
+        tensors = [spec.empty("neuron") for spec in chain.kernel_input_specs()]
         tensors += [spec.empty("neuron") for spec in buffers]
         why = _C._fusion_install(request_id, compiled.fn, tensors)
     except Exception as e:  # noqa: BLE001 - a chain that does not compile runs unfused
@@ -100,6 +101,8 @@ def chain_of(request: tuple) -> tuple[Chain, list[TensorSpec]]:
     for item in inputs:
         if item[0] == "scalar":
             specs.append(Scalar(item[1]))
+        elif item[0] == "runtime":
+            specs.append(RuntimeScalar(item[1]))
         else:
             specs.append(TensorSpec(item[1], item[2], item[3]))
     chain_steps = []

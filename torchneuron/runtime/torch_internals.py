@@ -600,6 +600,10 @@ def _op_overloads_carry_their_schema() -> None:
     if [a.name for a in schema.arguments][:2] != ["self", "p"] or \
             not hasattr(schema.arguments[0], "kwarg_only"):
         raise Mismatch("OpOverload._schema no longer lists arguments with name/kwarg_only")
+    alpha = torch.ops.aten.add.Tensor._schema.arguments[2]
+    if not isinstance(torch.ops.aten.add.Tensor._schema.arguments[0].type, torch.TensorType) or \
+            alpha.name != "alpha" or alpha.default_value != 1:
+        raise Mismatch("OpOverload._schema's arguments no longer carry their type and default")
 
 
 def _op_overloads_name_their_overload() -> None:
@@ -1090,11 +1094,13 @@ ENTRIES: tuple[Internal, ...] = (
     Internal(
         "torch._ops.OpOverload._schema", "relied on",
         ("torchneuron/compat/random_draws.py", "torchneuron/fusion/ops.py",
-         "torchneuron/fusion/queue_feeder.py"),
+         "torchneuron/fusion/queue_feeder.py", "torchneuron/fusion/graph.py",
+         "torchneuron/fusion/runtime_scalars.py"),
         "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw; "
         "fused eager reads is_mutable and returns to refuse in-place, out= and multi-result ops, "
-        "names ops as the C++ core does (schema name and _overloadname) and passes a queued "
-        "op's kwarg-only arguments by name",
+        "names ops as the C++ core does (schema name and _overloadname), passes a queued "
+        "op's kwarg-only arguments by name, and finds a runtime scalar's argument position, "
+        "type and default",
         _all(_op_overloads_carry_their_schema,
              exists("torch._C.FunctionSchema", members=("is_mutable", "returns", "name")),
              _op_overloads_name_their_overload),
