@@ -166,9 +166,16 @@ c10::intrusive_ptr<c10d::Work> neuron_work(const c10::intrusive_ptr<c10d::Work>&
   return c10::make_intrusive<NeuronWork>(gloo, AliasesToNeuron(aliases, tensors));
 }
 
+// How many references hold `work`: a synchronous collective waits until gloo's worker thread let
+// go of its Work, so that the Work (and the CPU aliases it holds) is freed on the calling thread.
+int64_t work_use_count(const c10::intrusive_ptr<c10d::Work>& work) {
+  return static_cast<int64_t>(work.use_count());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(torchneuron, m) {
+  m.def("work_use_count(__torch__.torch.classes.c10d.Work work) -> int", &work_use_count);
   m.def("neuron_work(__torch__.torch.classes.c10d.Work work, Tensor[] aliases, Tensor[] tensors)"
         " -> __torch__.torch.classes.c10d.Work",
         &neuron_work);

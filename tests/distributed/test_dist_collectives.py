@@ -492,9 +492,14 @@ def alias_release_thread_body():
     import weakref
 
     import torchneuron
+    from torchneuron.distributed import collectives
 
     freed_on = []
     make_alias = torchneuron._C._cpu_alias
+    # The wait for gloo's worker to let go must end because it let go, not at its bound: with an
+    # hour's bound, a wait that never saw it would outlast the world's timeout (it once ended
+    # only at its 1 s bound, every collective).
+    bound, collectives._LET_GO_WAIT_S = collectives._LET_GO_WAIT_S, 3600.0
 
     def traced_alias(t):
         alias = make_alias(t)
@@ -509,6 +514,7 @@ def alias_release_thread_body():
             dist.broadcast(t, src=0)
     finally:
         torchneuron._C._cpu_alias = make_alias
+        collectives._LET_GO_WAIT_S = bound
     return freed_on.count(threading.get_ident()), len(freed_on), t.cpu()
 
 

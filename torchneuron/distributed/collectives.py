@@ -73,20 +73,25 @@ class _Aliases:
 # that asks for the GIL during interpreter finalization is ended by CPython, and ending a thread
 # inside gloo's C++ aborts the process ("terminate called without an active exception", seen at
 # the exit of a DDP rank whose last call was a synchronous collective). So a synchronous
-# collective waits at its end until gloo let go of its aliases and drops them on this thread.
+# collective waits at its end until gloo's worker let go of the Work (its reference count is that
+# of a Work only Python holds), and the Work and its aliases are then freed on this thread.
 _LET_GO_WAIT_S = 1.0  # gloo drops its Work right after completing it (microseconds); a busy
 # machine may deschedule its thread in between
+_lone_work_count: int | None = None  # the reference count of a Work that only Python holds
 
 
 def _release_after(work, aliases: list[torch.Tensor]) -> None:
-    """A synchronous collective: waits for it (its caller waits next anyway) and for gloo to let
-    go of its aliases (bounded: past it, gloo's thread frees them as before)."""
+    """A synchronous collective: waits for it (its caller waits next anyway) and for gloo's
+    worker to let go of its Work (bounded: past it, gloo's thread frees the aliases as before)."""
+    global _lone_work_count
     if not aliases:
         return
     work.wait()
+    count = torch.ops.torchneuron.work_use_count
+    if _lone_work_count is None:
+        _lone_work_count = count(torch.ops.torchneuron.deferred_work())
     deadline = time.monotonic() + _LET_GO_WAIT_S
-    # internal: see runtime/torch_internals.py "torch.Tensor._use_count"
-    while not all(a._use_count() == 1 for a in aliases) and time.monotonic() < deadline:
+    while count(work) > _lone_work_count and time.monotonic() < deadline:
         time.sleep(0)
 
 

@@ -460,17 +460,6 @@ def _version_counts_inplace_writes() -> None:
         raise Mismatch(f"two in-place writes moved _version from {before} to {weight._version}")
 
 
-def _tensor_use_count_counts_cpp_holders() -> None:
-    t = torch.ones(2, requires_grad=True)
-    alone = t._use_count()
-    y = (t * t).sum()  # autograd saves t in C++
-    held = t._use_count()
-    del y
-    if alone != 1 or held < 2 or t._use_count() != 1:
-        raise Mismatch(f"Tensor._use_count alone / held by autograd / released: {alone}, {held}, "
-                       f"{t._use_count()} (expected 1, more than 1, 1)")
-
-
 def _tensor_base_of_a_view() -> None:
     base = torch.ones(3)
     if base[1:]._base is not base:
@@ -725,12 +714,6 @@ ENTRIES: tuple[Internal, ...] = (
         "neuron (the platform pins no memory)",
         _all(defines("torch.accelerator.memory", "empty_host_cache", params=()),
              exists("torch.accelerator.empty_host_cache"))),
-
-    Internal(
-        "torch.Tensor._use_count", "relied on", ("torchneuron/distributed/collectives.py",),
-        "a collective's CPU aliases are dropped on a Python thread once gloo let go of them "
-        "(their TensorImpl's reference count is 1 again), never by gloo's worker thread",
-        _tensor_use_count_counts_cpp_holders),
 
     Internal(
         "torch.Tensor._version", "relied on", ("torchneuron/serving/packed_linear.py",),
