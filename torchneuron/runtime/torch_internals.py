@@ -650,6 +650,7 @@ _MUL_STUB = "PFvRNS_18TensorIteratorBaseEENS0_30mul_stub_DECLARE_DISPATCH_type"
 _DIV_STUB = "PFvRNS_18TensorIteratorBaseEENS0_35div_true_stub_DECLARE_DISPATCH_type"
 _FILL_STUB = "PFvRNS_14TensorIteratorERKN3c106ScalarEENS0_31fill_stub_DECLARE_DISPATCH_type"
 _COPY_STUB = "PFvRNS_14TensorIteratorEbENS0_31copy_stub_DECLARE_DISPATCH_type"
+_SUM_STUB = "PFvRNS_14TensorIteratorEENS0_30sum_stub_DECLARE_DISPATCH_type"
 
 # The c10d::Work virtuals NeuronWork and DeferredWork inherit or call (their vtables).
 _WORK_VIRTUALS = (
@@ -1245,6 +1246,16 @@ ENTRIES: tuple[Internal, ...] = (
                   *_stub_members(_MUL_STUB), *_stub_members(_DIV_STUB)),
          covers=("at::native::add_stub", "at::native::mul_stub", "at::native::div_true_stub",
                  "at::native::sub_check", "at::native::alpha_check")),
+    _cpp("at::native::sum_stub", ("Reductions.cpp",),
+         "the sum fast path runs the CPU's reduction stub on a reduction TensorIterator over "
+         "neuron memory, its result shaped and viewed with the CPU's own reduction helpers",
+         _all(header("ATen/native/ReduceOps.h", "sum_stub"),
+              header("ATen/native/ReduceOpsUtils.h", "inline DimMask make_dim_mask(",
+                     "inline DimVector shape_from_dim_mask(",
+                     "inline Tensor review_reduce_result(")),
+         symbols=("_ZN2at6native8sum_stubE", *_stub_members(_SUM_STUB)),
+         covers=("at::native::sum_stub", "at::native::DimMask", "at::native::make_dim_mask",
+                 "at::native::shape_from_dim_mask", "at::native::review_reduce_result")),
     _cpp("torch::CapturedTraceback::gather", ("MemoryHistory.cpp", "MemoryHistory.h"),
          "memory history records the Python stack of each allocation and free the way CUDA's "
          "allocator does (PyTorch installs the Python side at import)",
