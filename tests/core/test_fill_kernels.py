@@ -74,3 +74,22 @@ def test_value_out_of_range_raises_the_cpu_error():
         with pytest.raises(RuntimeError) as dev_error:
             torch.ones(shape, dtype=torch.int8, device="neuron").fill_(1000)
         assert str(dev_error.value) == str(cpu_error.value)
+
+
+@pytest.mark.parametrize("dtype,value", [(torch.float32, 1e300), (torch.float32, 1j),
+                                         (torch.int64, 2.0 ** 70), (torch.uint8, -1)], ids=str)
+def test_one_element_fills_convert_and_refuse_as_the_cpu(dtype, value):
+    # A one-element fill is written directly for these dtypes (the CPU's scalar_fill):
+    # the conversion, its errors, and a one-element view at an offset are the CPU's.
+    for shape in ((), (1,)):
+        try:
+            expected = torch.zeros(shape, dtype=dtype).fill_(value)
+        except RuntimeError as cpu_error:
+            with pytest.raises(RuntimeError) as dev_error:
+                torch.zeros(shape, dtype=dtype, device="neuron").fill_(value)
+            assert str(dev_error.value) == str(cpu_error)
+        else:
+            same(torch.zeros(shape, dtype=dtype, device="neuron").fill_(value), expected)
+    cpu, dev = torch.zeros(5, dtype=dtype), torch.zeros(5, dtype=dtype, device="neuron")
+    cpu[3:4].fill_(7), dev[3:4].fill_(7)
+    same(dev, cpu)

@@ -8,6 +8,7 @@
 #include "aten/Fallback.h"
 #include "aten/native/FastPath.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/ops/fill_ops.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Fill.h>
@@ -19,15 +20,37 @@
 namespace torchneuron {
 namespace {
 
+// The dtypes a one-element fill writes itself (AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND(kBool)'s):
+// not the reduced floating types, whose conversion differs, nor the barebones unsigned ones.
+bool written_directly(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: case c10::kDouble: case c10::kComplexFloat: case c10::kComplexDouble:
+    case c10::kByte: case c10::kChar: case c10::kShort: case c10::kInt: case c10::kLong:
+    case c10::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (!fast_path_now({&self})) {  // the fallback queues it, or names the missing host access
     call_through_fallback("aten::fill_", "Scalar", self, value);
     return self;
   }
   if (self.numel() == 1) {
-    // The CPU fills one element its own way (ATen's scalar_fill, which libtorch does not export:
-    // a float16, bfloat16 or float8 value out of range becomes inf or saturates there, where the
-    // iterator's kernel below raises), so the CPU's fill_ runs on an alias.
+    // The CPU fills one element its own way (ATen's scalar_fill: `*ptr = value.to<T>()`). For
+    // the reduced floating types (float16, bfloat16, float8) that is a conversion libtorch does
+    // not export (a value out of range becomes inf or saturates there, where the iterator's
+    // kernel below raises), so the CPU's fill_ runs on an alias; the common types are written
+    // here as scalar_fill writes them (a 0-dim fill: every backward() starts with one).
+    const c10::ScalarType dtype = self.scalar_type();
+    if (written_directly(dtype) && fast_path_dtype(dtype)) {
+      AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND(c10::kBool, dtype, "neuron_fill_one", [&] {
+        *static_cast<scalar_t*>(self.data_ptr()) = value.to<scalar_t>();
+      });
+      return self;
+    }
     AliasSession session(self.device().index());
     at::Tensor alias = session.to_cpu(self);
     at::_ops::fill__Scalar::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), alias, value);
