@@ -28,6 +28,8 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
+#include <chrono>
+
 // Declared in torch/csrc/profiler/python/combined_traceback.h, which includes nlohmann/json,
 // a header torch's wheel does not ship; libtorch_python exports it.
 // internal: see runtime/torch_internals.py "torch::py_symbolize"
@@ -183,6 +185,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_execution_mode", [] { return tn::exec::async_mode() ? "async" : "sync"; });
   m.def("_launch_blocking", &tn::exec::launch_blocking);
   m.def("_device_idle", &tn::exec::idle);
+  // torch.neuron._sleep(cycles), as torch.cuda._sleep: work on the current stream that keeps the
+  // device busy for about `cycles` nanoseconds (cycles of a 1 GHz clock); tests use it to have
+  // work still running. Synchronous execution spins on the caller.
+  m.def("_sleep", [](int64_t cycles) {
+    const c10::DeviceIndex device = tn::current_device();
+    tn::exec::enqueue(tn::exec::current_stream(device), "neuron::_sleep", [cycles] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(cycles);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    });
+  }, py::call_guard<py::gil_scoped_release>());
 
   m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); });
   m.def("_mem_get_info", [](int d) {

@@ -14,6 +14,7 @@ import torchneuron  # noqa: F401
 from torchneuron import _C
 
 BIG = 768  # a matmul this size takes milliseconds: long enough to observe the queue
+BUSY_NS = 100_000_000  # 0.1 s of queued spinning after them
 
 
 def queued_work():
@@ -22,11 +23,23 @@ def queued_work():
     x = torch.randn(BIG, BIG)
     ref = x @ x @ x
     xn = x.to("neuron")
-    return xn @ xn @ xn, ref
+    y = xn @ xn @ xn
+    # And then a spin (torch.cuda._sleep's twin): the checks look at the device right after
+    # queuing, and a busy machine may stall this thread past a few matmuls.
+    torch.neuron._sleep(BUSY_NS)
+    return y, ref
 
 
 def check_mode_is_async():
     assert torchneuron.runtime.execution.mode() == "async"
+
+
+def check_sleep_keeps_the_device_busy_until_it_ends():
+    torch.neuron.synchronize()
+    torch.neuron._sleep(300_000_000)
+    assert not _C._device_idle(), "the queued spin was not pending"
+    torch.neuron.synchronize()
+    assert _C._device_idle()
 
 
 def check_call_returns_before_the_kernel_ran():

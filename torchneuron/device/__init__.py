@@ -90,6 +90,14 @@ def synchronize(device: _device_t = None) -> None:
     _C._synchronize(_device_index(device))
 
 
+def _sleep(cycles: int) -> None:
+    """Queues work that keeps the current device busy for about `cycles` nanoseconds (as
+    torch.cuda._sleep spins the GPU for that many clock cycles): tests use it to have work
+    still running when they look."""
+    current_device()  # device state first (lazy init)
+    _C._sleep(int(cycles))
+
+
 class device:
     """Context manager that changes the current neuron device (like `torch.cuda.device`)."""
 
