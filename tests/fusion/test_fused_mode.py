@@ -90,8 +90,10 @@ def test_floats_read_at_run_time_keep_one_signature_per_chain(report):
     stats = report["runtime_floats"]["stats"]
     assert stats["signatures"] == 2 and stats["requested"] == 2, stats
     assert stats["chains_varying"] == 0, stats
-    assert stats["chains"] >= 2 * RUNTIME_STEPS * CALLS - 2, stats
-    assert stats["chains_fused"] >= stats["chains"] * 3 // 4, stats
+    # About two chains per step (a few ops may run inline on an idle device instead, so the
+    # count varies by one or two); with the floats compiled in, at most 4 values per chain
+    # would ever run fused.
+    assert stats["chains_fused"] >= max(RUNTIME_STEPS * CALLS, stats["chains"] * 3 // 4), stats
 
 
 def test_deterministic_algorithms_turn_fusion_off(report):
