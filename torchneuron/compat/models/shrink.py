@@ -671,13 +671,19 @@ def _add_rotary_sections(config_class, d: dict) -> None:
     rope["mrope_section"] = _scaled_sections(list(MROPE_SPLIT), rotary // 2)
 
 
-def _pairs(full: dict, small: dict):
-    """(default, shrunk, small dict, key) for every list in a config and its sub-configs."""
+def _leaves(full: dict, small: dict, wanted):
+    """(default, shrunk, small dict, key) for every value `wanted(key, value)` accepts in a
+    config and its sub-configs (those both configs have as dicts)."""
     for key, value in full.items():
         if isinstance(value, dict) and isinstance(small.get(key), dict):
-            yield from _pairs(value, small[key])
-        elif isinstance(value, list):
+            yield from _leaves(value, small[key], wanted)
+        elif wanted(key, value):
             yield value, small.get(key), small, key
+
+
+def _pairs(full: dict, small: dict):
+    """_leaves for every list."""
+    return _leaves(full, small, lambda key, value: isinstance(value, list))
 
 
 def _follow_stage_widths(full: dict, small: dict) -> None:
@@ -698,12 +704,9 @@ def _follow_stage_widths(full: dict, small: dict) -> None:
 
 
 def _ints(full: dict, small: dict):
-    """(default, shrunk, small dict, key) for every integer in a config and its sub-configs."""
-    for key, value in full.items():
-        if isinstance(value, dict) and isinstance(small.get(key), dict):
-            yield from _ints(value, small[key])
-        elif isinstance(value, int) and not isinstance(value, bool) and isinstance(key, str):
-            yield value, small.get(key), small, key
+    """_leaves for every integer under a string key."""
+    return _leaves(full, small, lambda key, value: isinstance(value, int) and
+                   not isinstance(value, bool) and isinstance(key, str))
 
 
 def _follow_other_parts_width(full: dict, small: dict) -> None:
