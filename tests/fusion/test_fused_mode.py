@@ -88,7 +88,10 @@ def test_floats_read_at_run_time_keep_one_signature_per_chain(report):
     from tests.fusion.fused_mode_cases import CALLS, RUNTIME_STEPS
 
     stats = report["runtime_floats"]["stats"]
-    assert stats["signatures"] == 2 and stats["requested"] == 2, stats
+    # Two chains, so two signatures; a chain cut short by an op that ran inline on an idle
+    # device is one more (4 in all in one CI run). Compiled-in floats would make a signature
+    # per value up to the variants limit (4 per chain) and then vary: chains_varying tells.
+    assert 2 <= stats["signatures"] <= 6 and stats["requested"] <= stats["signatures"], stats
     assert stats["chains_varying"] == 0, stats
     # About two chains per step (a few ops may run inline on an idle device instead, so the
     # count varies by one or two); with the floats compiled in, at most 4 values per chain
