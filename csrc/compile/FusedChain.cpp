@@ -34,6 +34,9 @@ namespace {
 // A chain is handed over at this length: long enough for any pointwise run a model has, short
 // enough that its signature stays cheap to build.
 constexpr std::size_t kMaxSteps = 64;
+// Open chains per stream: more than a foreach optimizer opens over a large model's parameters
+// (three per parameter until addcdiv_ merges them), few enough that a hand-over stays cheap.
+constexpr std::size_t kMaxChains = 512;
 
 // Most floats reach the kernel at run time (an optimizer's bias correction or step size, a
 // learning-rate schedule: see append()); a chain whose compiled-in floats change from call to
@@ -228,9 +231,21 @@ struct HeldChain {
 };
 
 std::mutex g_mutex;  // the held chains, the signatures and the stats
-std::vector<HeldChain>& chains() {
-  static auto* list = new std::vector<HeldChain>();
+
+// The open chains of every stream, oldest first. A stream has several: an op joins the chain
+// whose memory it touches (merging them when it touches several) and otherwise opens one, so
+// independent work interleaved in program order (an optimizer's per-parameter updates, the
+// foreach optimizers' op-by-op sweeps over all parameters) still makes one chain per parameter.
+// No storage is held by two open chains, so open chains are independent and may be handed over
+// in any order.
+std::vector<std::unique_ptr<HeldChain>>& chains() {
+  static auto* list = new std::vector<std::unique_ptr<HeldChain>>();
   return *list;
+}
+// Which open chain holds each storage (every identity's).
+std::unordered_map<const c10::StorageImpl*, HeldChain*>& holders() {
+  static auto* map = new std::unordered_map<const c10::StorageImpl*, HeldChain*>();
+  return *map;
 }
 
 struct Entry {
@@ -405,14 +420,6 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
       ref.kind = RequestArg::kInput;
       ref.index = e.input;
     }
-  }
-  // An op that reads nothing the chain computed starts a chain of its own: chains then follow
-  // the data (a loop's iterations make the same chain each time, not one run-on chain whose
-  // signature depends on where the last one was cut).
-  if (!chain.steps.empty() &&
-      std::none_of(refs.begin(), refs.end(),
-                   [](const ArgRef& r) { return r.kind == RequestArg::kStep; })) {
-    return false;
   }
   int defines = -1;
   if (kind.in_place) {
@@ -706,19 +713,130 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
   chain.identities.clear();
 }
 
+// Hands `chain` over and closes it.
+void hand_over(HeldChain* chain, std::vector<at::Tensor>& drop) {
+  for (const Identity& e : chain->identities) holders().erase(e.storage);
+  flush(*chain, drop);
+  auto& open = chains();
+  open.erase(std::find_if(open.begin(), open.end(),
+                          [&](const std::unique_ptr<HeldChain>& c) { return c.get() == chain; }));
+}
+
 void flush_held(const c10::Stream* stream) {
   std::vector<at::Tensor> drop;
   std::lock_guard<std::mutex> lock(g_mutex);
-  for (HeldChain& chain : chains()) {
-    if (stream == nullptr || chain.stream == *stream) flush(chain, drop);
+  auto& open = chains();
+  for (auto& chain : open) {
+    if (stream != nullptr && chain->stream != *stream) continue;
+    for (const Identity& e : chain->identities) holders().erase(e.storage);
+    flush(*chain, drop);
   }
+  open.erase(std::remove_if(open.begin(), open.end(),
+                            [](const std::unique_ptr<HeldChain>& c) { return c->steps.empty(); }),
+             open.end());
 }
 
-HeldChain& chain_for(const c10::Stream& stream) {
-  for (HeldChain& chain : chains()) {
-    if (chain.stream == stream) return chain;
+// Appends `from`'s steps after `into`'s (the chains are independent: any order computes the same)
+// and closes `from`.
+void absorb(HeldChain& into, HeldChain* from) {
+  const int inputs = static_cast<int>(into.inputs.size());
+  const int steps = static_cast<int>(into.steps.size());
+  const int identities = static_cast<int>(into.identities.size());
+  for (ChainInput& in : from->inputs) into.inputs.push_back(std::move(in));
+  for (Identity& e : from->identities) {
+    if (e.input >= 0) e.input += inputs;
+    if (e.first_step >= 0) e.first_step += steps;
+    if (e.last_step >= 0) e.last_step += steps;
+    holders()[e.storage] = &into;
+    into.identities.push_back(std::move(e));
   }
-  return chains().emplace_back(stream);
+  for (HeldStep& step : from->steps) {
+    step.identity += identities;
+    for (ArgRef& ref : step.args) {
+      if (ref.identity >= 0) ref.identity += identities;
+      if (ref.kind == RequestArg::kInput) ref.index += inputs;
+      if (ref.kind == RequestArg::kStep) ref.index += steps;
+    }
+    into.steps.push_back(std::move(step));
+  }
+  auto& open = chains();
+  open.erase(std::find_if(open.begin(), open.end(),
+                          [&](const std::unique_ptr<HeldChain>& c) { return c.get() == from; }));
+}
+
+// The open chain of `stream` the op (its arguments `args[0, count)`) joins: the one holding memory
+// it touches, the merge of them when it touches several; a new chain when it touches none, or
+// when the merge would pass kMaxSteps (the touched chains are then handed over). A chain of
+// another stream whose memory it touches is handed over to that stream (the program orders the
+// two streams; holding it here would only delay its work).
+HeldChain* chain_for(const c10::Stream& stream, const c10::IValue* args, std::size_t count,
+                     std::vector<at::Tensor>& drop) {
+  std::vector<HeldChain*> touched;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!args[i].isTensor() || !is_neuron(args[i].toTensor()) ||
+        !args[i].toTensor().has_storage()) {
+      continue;
+    }
+    auto found = holders().find(args[i].toTensor().storage().unsafeGetStorageImpl());
+    if (found == holders().end()) continue;
+    if (found->second->stream != stream) {
+      hand_over(found->second, drop);
+    } else if (std::find(touched.begin(), touched.end(), found->second) == touched.end()) {
+      touched.push_back(found->second);
+    }
+  }
+  std::size_t steps = 1;
+  for (HeldChain* c : touched) steps += c->steps.size();
+  if (steps > kMaxSteps) {
+    for (HeldChain* c : touched) hand_over(c, drop);
+    touched.clear();
+  }
+  if (touched.empty()) {
+    std::size_t open = 0;
+    for (const auto& c : chains()) open += c->stream == stream;
+    if (open >= kMaxChains) {  // the stream's oldest goes
+      for (const auto& c : chains()) {
+        if (c->stream == stream) {
+          hand_over(c.get(), drop);
+          break;
+        }
+      }
+    }
+    return chains().emplace_back(std::make_unique<HeldChain>(stream)).get();
+  }
+  // Merged in the order the chains were opened, into the oldest: a loop merges the same way
+  // each iteration, so its signatures repeat.
+  HeldChain* into = nullptr;
+  std::vector<HeldChain*> merge;
+  for (const auto& c : chains()) {
+    if (std::find(touched.begin(), touched.end(), c.get()) == touched.end()) continue;
+    if (into == nullptr) {
+      into = c.get();
+    } else {
+      merge.push_back(c.get());
+    }
+  }
+  for (HeldChain* c : merge) absorb(*into, c);
+  return into;
+}
+
+// Closes a chain that holds nothing (an op opened it and then could not join it).
+void close_empty(HeldChain* chain) {
+  auto& open = chains();
+  open.erase(std::find_if(open.begin(), open.end(),
+                          [&](const std::unique_ptr<HeldChain>& c) { return c.get() == chain; }));
+}
+
+// Appends the op to `chain`, indexing the memory it brought in.
+bool append_indexed(HeldChain& chain, const OpKind& kind, const char* name,
+                    const c10::IValue* args, const torch::jit::Stack& snapshots,
+                    const at::Tensor& result, std::function<void()>& work) {
+  const std::size_t known = chain.identities.size();
+  if (!append(chain, kind, name, args, snapshots, result, work)) return false;
+  for (std::size_t k = known; k < chain.identities.size(); ++k) {
+    holders()[chain.identities[k].storage] = &chain;
+  }
+  return true;
 }
 
 }  // namespace
@@ -755,16 +873,25 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
   const c10::Stream stream = exec::current_stream(device);
   std::vector<at::Tensor> drop;
   std::lock_guard<std::mutex> lock(g_mutex);
-  HeldChain& chain = chain_for(stream);
+  HeldChain* chain = chain_for(stream, args, op.schema().arguments().size(), drop);
   const char* name = op.schema().name().c_str();
-  if (!append(chain, kind, name, args, snapshots, result, work)) {
-    if (chain.steps.empty()) return false;
-    flush(chain, drop);  // it may start a chain of its own
-    if (!append(chain, kind, name, args, snapshots, result, work)) return false;
+  if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
+    // It touches a held tensor's memory through another tensor (a view): after the chain, in a
+    // chain of its own.
+    if (chain->steps.empty()) {
+      close_empty(chain);
+      return false;
+    }
+    hand_over(chain, drop);
+    chain = chain_for(stream, args, op.schema().arguments().size(), drop);
+    if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
+      close_empty(chain);
+      return false;
+    }
   }
   exec::add_held(1);
   ++g_stats.ops_held;
-  if (kind.reduction || chain.steps.size() >= kMaxSteps) flush(chain, drop);
+  if (kind.reduction || chain->steps.size() >= kMaxSteps) hand_over(chain, drop);
   return true;
 }
 

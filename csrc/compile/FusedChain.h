@@ -1,6 +1,7 @@
 // Fused eager (NEURON_EAGER_MODE=fused): the queue holds back consecutive pointwise ops (and a
-// reduction that ends them) issued on a stream, and when something must come after them (a
-// non-fusible op, a synchronization, a marker, a query) hands them over as a chain: once a chain
+// reduction that ends them) issued on a stream, in independent chains that each hold their own
+// memory, and when something must come after them (a non-fusible op, a synchronization, a
+// marker, a query) hands them over: once a chain
 // signature is hot and its kernel compiled (torchneuron/fusion, Inductor's C++ code generation,
 // on a Python thread), as one queued item that runs the generated kernel, writing only the
 // results someone can still read; before that, op by op, as async mode queues them.

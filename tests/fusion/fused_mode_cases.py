@@ -93,9 +93,15 @@ def reductions(x, y):
 
 def varying_floats(x, y):
     # A compiled-in float (a clamp bound: its kernel specializes on the value) that changes from
-    # call to call: each value is another signature; after a few of them the rest run unfused
-    # instead of each being compiled.
-    return [torch.clamp(torch.sin(x), min=-1.0 + i / 50) + y for i in range(VARYING_VALUES)]
+    # chain to chain: each value is another signature; after a few of them the rest run unfused
+    # instead of each being compiled. (Synchronized after each value: chains reading the same
+    # tensors would otherwise merge into one chain with all twelve values.)
+    results = []
+    for i in range(VARYING_VALUES):
+        results.append(torch.clamp(torch.sin(x), min=-1.0 + i / 50) + y)
+        if x.is_neuron:
+            torch.neuron.synchronize()
+    return results
 
 
 VARYING_VALUES = 12
@@ -113,10 +119,62 @@ def runtime_floats(p, g):
         denom = (v.sqrt() / (1 - 0.999 ** step) ** 0.5).add_(1e-8)
         p.addcdiv_(m, denom, value=-1e-3 / (1 - 0.9 ** step))
         p.add_(g, alpha=-0.01 * step)
+        if p.is_neuron:
+            torch.neuron.synchronize()  # one chain per step, each with the step's values
     return p, m, v
 
 
 RUNTIME_STEPS = 8
+
+
+def interleaved_chains(x, y):
+    # Two independent chains issued op by op in turn are held side by side and merged where an
+    # op reads both; an in-place write to a tensor another chain read joins that chain (after
+    # the read: `a` is computed from x before x changes).
+    a = x * 2.0
+    b = y * 3.0
+    a = a.sin()
+    b = b.cos()
+    x = x.clone()
+    c = x * 0.5
+    x.add_(1.0)
+    return a + b, c, x
+
+
+def per_parameter_updates(x, y):
+    # AdamW's single-tensor loop, weight decay included: each parameter's mul_, lerp_ and moment
+    # update read no result of each other until addcdiv_, and are one chain per parameter.
+    params = [x.clone(), y.clone()[:64].contiguous(), (x + y)[:, :512].contiguous()]
+    grads = [torch.cos(p) for p in params]
+    if x.is_neuron:
+        torch.neuron.synchronize()
+    states = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+    for step in range(1, UPDATE_STEPS + 1):
+        for p, g, (m, v) in zip(params, grads, states):
+            p.mul_(1 - 1e-3 * 0.01)
+            m.lerp_(g, 0.1)
+            v.mul_(0.999).addcmul_(g, g, value=1 - 0.999)
+            denom = (v.sqrt() / (1 - 0.999 ** step) ** 0.5).add_(1e-8)
+            p.addcdiv_(m, denom, value=-1e-3 / (1 - 0.9 ** step))
+        if x.is_neuron:
+            torch.neuron.synchronize()  # each step's chains are handed over: one per parameter
+    return params, states
+
+
+UPDATE_STEPS = 3
+
+
+def foreach_optimizer(x, y):
+    # torch.optim.AdamW takes its foreach path on neuron (as on CUDA): each _foreach_ op sweeps
+    # all parameters, so a parameter's ops are far apart in program order; each parameter still
+    # makes one chain.
+    params = [torch.nn.Parameter(t) for t in (x.clone(), y[:64].clone(), x[:, :512].clone())]
+    for p in params:
+        p.grad = torch.sin(p.detach())
+    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1, foreach=True)
+    for _ in range(UPDATE_STEPS):
+        opt.step()
+    return [p.detach() for p in params]
 
 
 def broken_by_item(x):
@@ -233,6 +291,9 @@ def main() -> None:
         "reductions": lambda: run(reductions, x, y),
         "varying_floats": lambda: run(varying_floats, x, y),
         "runtime_floats": lambda: run(runtime_floats, x, y),
+        "interleaved_chains": lambda: run(interleaved_chains, x, y),
+        "per_parameter_updates": lambda: run(per_parameter_updates, x, y),
+        "foreach_optimizer": lambda: run(foreach_optimizer, x, y),
         "broken_by_item": lambda: run(broken_by_item, x),
         "through_a_view": lambda: run(through_a_view, x),
         "mixed_dtypes": lambda: run(mixed_dtypes, torch.randint(-5, 5, (128, 1024)),
