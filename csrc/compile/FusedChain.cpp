@@ -34,9 +34,10 @@ namespace {
 // A chain is handed over at this length: long enough for any pointwise run a model has, short
 // enough that its signature stays cheap to build.
 constexpr std::size_t kMaxSteps = 64;
-// Open chains per stream: more than a foreach optimizer opens over a large model's parameters
-// (three per parameter until addcdiv_ merges them), few enough that a hand-over stays cheap.
-constexpr std::size_t kMaxChains = 512;
+// Ops held in open chains at most: the least recently joined chain is handed over beyond it.
+// Room for a foreach optimizer's step over a model with 64 parameters (8 ops each, AdamW), and a
+// bound on the memory held chains keep (each op's result lives until its chain is handed over).
+constexpr std::size_t kMaxHeldSteps = 512;
 
 // Most floats reach the kernel at run time (an optimizer's bias correction or step size, a
 // learning-rate schedule: see append()); a chain whose compiled-in floats change from call to
@@ -227,26 +228,59 @@ struct HeldChain {
   std::vector<HeldStep> steps;
   std::vector<ChainInput> inputs;
   std::vector<Identity> identities;
+  std::uint64_t touched = 0;  // when an op last joined it (g_touches)
   explicit HeldChain(c10::Stream s) : stream(s) {}
 };
+
+// Whether the chain writes the identity's memory (a fresh result, or an input written in place)
+// rather than only reading it.
+bool writes(const Identity& e) { return e.input < 0 || e.last_step >= 0; }
 
 std::mutex g_mutex;  // the held chains, the signatures and the stats
 
 // The open chains of every stream, oldest first. A stream has several: an op joins the chain
-// whose memory it touches (merging them when it touches several) and otherwise opens one, so
-// independent work interleaved in program order (an optimizer's per-parameter updates, the
-// foreach optimizers' op-by-op sweeps over all parameters) still makes one chain per parameter.
-// No storage is held by two open chains, so open chains are independent and may be handed over
-// in any order.
+// that wrote memory it reads or writes, or read memory it writes (merging them when there are
+// several), and otherwise opens one. Independent work interleaved in program order (an
+// optimizer's per-parameter updates, the foreach optimizers' op-by-op sweeps over all
+// parameters) then still makes one chain per parameter, while work that only shares what it
+// reads (calls of one function on the same input) stays apart. Open chains are independent, so
+// they may be handed over in any order.
 std::vector<std::unique_ptr<HeldChain>>& chains() {
   static auto* list = new std::vector<std::unique_ptr<HeldChain>>();
   return *list;
 }
-// Which open chain holds each storage (every identity's).
-std::unordered_map<const c10::StorageImpl*, HeldChain*>& holders() {
-  static auto* map = new std::unordered_map<const c10::StorageImpl*, HeldChain*>();
-  return *map;
+
+// Which open chains hold each storage: the one that writes it, or those that only read it.
+struct MemoryIndex {
+  std::unordered_map<const c10::StorageImpl*, HeldChain*> writer;
+  std::unordered_map<const c10::StorageImpl*, c10::SmallVector<HeldChain*, 2>> readers;
+
+  void add(const Identity& e, HeldChain* chain) {
+    if (writes(e)) {
+      auto found = readers.find(e.storage);  // its readers were merged into `chain`
+      if (found != readers.end()) readers.erase(found);
+      writer[e.storage] = chain;
+    } else {
+      auto& list = readers[e.storage];
+      if (std::find(list.begin(), list.end(), chain) == list.end()) list.push_back(chain);
+    }
+  }
+  void remove(const Identity& e, const HeldChain* chain) {
+    auto w = writer.find(e.storage);
+    if (w != writer.end() && w->second == chain) writer.erase(w);
+    auto r = readers.find(e.storage);
+    if (r == readers.end()) return;
+    auto& list = r->second;
+    list.erase(std::remove(list.begin(), list.end(), chain), list.end());
+    if (list.empty()) readers.erase(r);
+  }
+};
+MemoryIndex& memory_index() {
+  static auto* index = new MemoryIndex();
+  return *index;
 }
+std::uint64_t g_touches = 0;    // ops held so far: the clock of HeldChain::touched
+std::size_t g_held_steps = 0;   // ops in open chains, all streams
 
 struct Entry {
   std::uint64_t id;
@@ -713,10 +747,16 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
   chain.identities.clear();
 }
 
+// Hands the chain over; it stays open, empty.
+void hand_over_only(HeldChain& chain, std::vector<at::Tensor>& drop) {
+  for (const Identity& e : chain.identities) memory_index().remove(e, &chain);
+  g_held_steps -= chain.steps.size();
+  flush(chain, drop);
+}
+
 // Hands `chain` over and closes it.
 void hand_over(HeldChain* chain, std::vector<at::Tensor>& drop) {
-  for (const Identity& e : chain->identities) holders().erase(e.storage);
-  flush(*chain, drop);
+  hand_over_only(*chain, drop);
   auto& open = chains();
   open.erase(std::find_if(open.begin(), open.end(),
                           [&](const std::unique_ptr<HeldChain>& c) { return c.get() == chain; }));
@@ -727,83 +767,127 @@ void flush_held(const c10::Stream* stream) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto& open = chains();
   for (auto& chain : open) {
-    if (stream != nullptr && chain->stream != *stream) continue;
-    for (const Identity& e : chain->identities) holders().erase(e.storage);
-    flush(*chain, drop);
+    if (stream == nullptr || chain->stream == *stream) hand_over_only(*chain, drop);
   }
   open.erase(std::remove_if(open.begin(), open.end(),
                             [](const std::unique_ptr<HeldChain>& c) { return c->steps.empty(); }),
              open.end());
 }
 
-// Appends `from`'s steps after `into`'s (the chains are independent: any order computes the same)
-// and closes `from`.
+// The identity of `into` over the same memory as `e`, or -1.
+int same_memory(const HeldChain& into, const Identity& e) {
+  for (std::size_t k = 0; k < into.identities.size(); ++k) {
+    if (into.identities[k].storage == e.storage) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+// Two chains may merge when the memory they share is the same tensor that neither writes (calls
+// of a function on one input): a chain never holds two tensors over one storage, as append()
+// ensures within a chain (the fused kernel reads and writes each element once, in one order).
+bool mergeable(const HeldChain& into, const HeldChain& from) {
+  for (const Identity& e : from.identities) {
+    const int k = same_memory(into, e);
+    if (k < 0) continue;
+    const Identity& mine = into.identities[k];
+    if (mine.caller.unsafeGetTensorImpl() != e.caller.unsafeGetTensorImpl() || writes(mine) ||
+        writes(e)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Appends `from`'s steps after `into`'s (the chains are independent: any order computes the
+// same; mergeable()) and closes `from`. A tensor both read is one input of the merged chain.
 void absorb(HeldChain& into, HeldChain* from) {
-  const int inputs = static_cast<int>(into.inputs.size());
   const int steps = static_cast<int>(into.steps.size());
-  const int identities = static_cast<int>(into.identities.size());
-  for (ChainInput& in : from->inputs) into.inputs.push_back(std::move(in));
-  for (Identity& e : from->identities) {
-    if (e.input >= 0) e.input += inputs;
+  std::vector<int> identity_at(from->identities.size(), -1);
+  std::vector<int> input_at(from->inputs.size(), -1);
+  for (std::size_t j = 0; j < from->identities.size(); ++j) {
+    const Identity& e = from->identities[j];
+    memory_index().remove(e, from);
+    const int k = same_memory(into, e);
+    if (k >= 0) {  // the same tensor, only read by both: one input
+      identity_at[j] = k;
+      input_at[e.input] = into.identities[k].input;
+    }
+  }
+  for (std::size_t i = 0; i < from->inputs.size(); ++i) {
+    if (input_at[i] >= 0) continue;
+    input_at[i] = static_cast<int>(into.inputs.size());
+    into.inputs.push_back(std::move(from->inputs[i]));
+  }
+  for (std::size_t j = 0; j < from->identities.size(); ++j) {
+    if (identity_at[j] >= 0) continue;
+    Identity& e = from->identities[j];
+    if (e.input >= 0) e.input = input_at[e.input];
     if (e.first_step >= 0) e.first_step += steps;
     if (e.last_step >= 0) e.last_step += steps;
-    holders()[e.storage] = &into;
+    identity_at[j] = static_cast<int>(into.identities.size());
     into.identities.push_back(std::move(e));
+    memory_index().add(into.identities.back(), &into);
   }
   for (HeldStep& step : from->steps) {
-    step.identity += identities;
+    step.identity = identity_at[step.identity];
     for (ArgRef& ref : step.args) {
-      if (ref.identity >= 0) ref.identity += identities;
-      if (ref.kind == RequestArg::kInput) ref.index += inputs;
+      if (ref.identity >= 0) ref.identity = identity_at[ref.identity];
+      if (ref.kind == RequestArg::kInput) ref.index = input_at[ref.index];
       if (ref.kind == RequestArg::kStep) ref.index += steps;
     }
     into.steps.push_back(std::move(step));
   }
+  into.touched = std::max(into.touched, from->touched);
   auto& open = chains();
   open.erase(std::find_if(open.begin(), open.end(),
                           [&](const std::unique_ptr<HeldChain>& c) { return c.get() == from; }));
 }
 
-// The open chain of `stream` the op (its arguments `args[0, count)`) joins: the one holding memory
-// it touches, the merge of them when it touches several; a new chain when it touches none, or
-// when the merge would pass kMaxSteps (the touched chains are then handed over). A chain of
-// another stream whose memory it touches is handed over to that stream (the program orders the
-// two streams; holding it here would only delay its work).
-HeldChain* chain_for(const c10::Stream& stream, const c10::IValue* args, std::size_t count,
-                     std::vector<at::Tensor>& drop) {
+// The open chain of `stream` the op joins: the one that wrote memory it reads or writes or read
+// memory it writes, the merge of them when there are several; a new chain when there is none, or
+// when the merge would pass kMaxSteps (they are then handed over). A chain of another stream
+// whose memory it touches so is handed over to that stream (the program orders the two streams;
+// holding it here would only delay its work).
+HeldChain* chain_for(const c10::Stream& stream, const OpKind& kind, const c10::IValue* args,
+                     std::size_t count, std::vector<at::Tensor>& drop) {
+  MemoryIndex& index = memory_index();
+  const std::size_t out = kind.out ? kind.functional->schema().arguments().size() : count;
   std::vector<HeldChain*> touched;
+  auto touch = [&](HeldChain* chain) {
+    if (chain->stream != stream) {
+      hand_over(chain, drop);
+    } else if (std::find(touched.begin(), touched.end(), chain) == touched.end()) {
+      touched.push_back(chain);
+    }
+  };
   for (std::size_t i = 0; i < count; ++i) {
     if (!args[i].isTensor() || !is_neuron(args[i].toTensor()) ||
         !args[i].toTensor().has_storage()) {
       continue;
     }
-    auto found = holders().find(args[i].toTensor().storage().unsafeGetStorageImpl());
-    if (found == holders().end()) continue;
-    if (found->second->stream != stream) {
-      hand_over(found->second, drop);
-    } else if (std::find(touched.begin(), touched.end(), found->second) == touched.end()) {
-      touched.push_back(found->second);
+    const c10::StorageImpl* storage = args[i].toTensor().storage().unsafeGetStorageImpl();
+    auto w = index.writer.find(storage);
+    if (w != index.writer.end()) touch(w->second);
+    if ((kind.in_place && i == 0) || i == out) {
+      auto r = index.readers.find(storage);
+      if (r == index.readers.end()) continue;
+      const auto readers = r->second;  // touch() may hand one over, which edits the list
+      for (HeldChain* chain : readers) touch(chain);
     }
   }
   std::size_t steps = 1;
   for (HeldChain* c : touched) steps += c->steps.size();
-  if (steps > kMaxSteps) {
+  bool mergeable_all = true;
+  for (std::size_t a = 0; a < touched.size() && mergeable_all; ++a) {
+    for (std::size_t b = a + 1; b < touched.size() && mergeable_all; ++b) {
+      mergeable_all = mergeable(*touched[a], *touched[b]);
+    }
+  }
+  if (steps > kMaxSteps || !mergeable_all) {
     for (HeldChain* c : touched) hand_over(c, drop);
     touched.clear();
   }
-  if (touched.empty()) {
-    std::size_t open = 0;
-    for (const auto& c : chains()) open += c->stream == stream;
-    if (open >= kMaxChains) {  // the stream's oldest goes
-      for (const auto& c : chains()) {
-        if (c->stream == stream) {
-          hand_over(c.get(), drop);
-          break;
-        }
-      }
-    }
-    return chains().emplace_back(std::make_unique<HeldChain>(stream)).get();
-  }
+  if (touched.empty()) return chains().emplace_back(std::make_unique<HeldChain>(stream)).get();
   // Merged in the order the chains were opened, into the oldest: a loop merges the same way
   // each iteration, so its signatures repeat.
   HeldChain* into = nullptr;
@@ -820,6 +904,20 @@ HeldChain* chain_for(const c10::Stream& stream, const c10::IValue* args, std::si
   return into;
 }
 
+// Beyond kMaxHeldSteps, hands over the least recently joined chains (not `keep`).
+void bound_held(const HeldChain* keep, std::vector<at::Tensor>& drop) {
+  while (g_held_steps > kMaxHeldSteps) {
+    HeldChain* oldest = nullptr;
+    for (const auto& c : chains()) {
+      if (c.get() != keep && (oldest == nullptr || c->touched < oldest->touched)) {
+        oldest = c.get();
+      }
+    }
+    if (oldest == nullptr) return;
+    hand_over(oldest, drop);
+  }
+}
+
 // Closes a chain that holds nothing (an op opened it and then could not join it).
 void close_empty(HeldChain* chain) {
   auto& open = chains();
@@ -834,8 +932,14 @@ bool append_indexed(HeldChain& chain, const OpKind& kind, const char* name,
   const std::size_t known = chain.identities.size();
   if (!append(chain, kind, name, args, snapshots, result, work)) return false;
   for (std::size_t k = known; k < chain.identities.size(); ++k) {
-    holders()[chain.identities[k].storage] = &chain;
+    memory_index().add(chain.identities[k], &chain);
   }
+  const int defines = chain.steps.back().identity;  // an input it wrote is the chain's now
+  if (static_cast<std::size_t>(defines) < known) {
+    memory_index().add(chain.identities[defines], &chain);
+  }
+  chain.touched = ++g_touches;
+  ++g_held_steps;
   return true;
 }
 
@@ -873,7 +977,8 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
   const c10::Stream stream = exec::current_stream(device);
   std::vector<at::Tensor> drop;
   std::lock_guard<std::mutex> lock(g_mutex);
-  HeldChain* chain = chain_for(stream, args, op.schema().arguments().size(), drop);
+  const std::size_t count = op.schema().arguments().size();
+  HeldChain* chain = chain_for(stream, kind, args, count, drop);
   const char* name = op.schema().name().c_str();
   if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
     // It touches a held tensor's memory through another tensor (a view): after the chain, in a
@@ -883,7 +988,7 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
       return false;
     }
     hand_over(chain, drop);
-    chain = chain_for(stream, args, op.schema().arguments().size(), drop);
+    chain = chain_for(stream, kind, args, count, drop);
     if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
       close_empty(chain);
       return false;
@@ -891,7 +996,11 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
   }
   exec::add_held(1);
   ++g_stats.ops_held;
-  if (kind.reduction || chain->steps.size() >= kMaxSteps) hand_over(chain, drop);
+  if (kind.reduction || chain->steps.size() >= kMaxSteps) {
+    hand_over(chain, drop);
+  } else {
+    bound_held(chain, drop);
+  }
   return true;
 }
 
@@ -928,7 +1037,9 @@ void fail(std::uint64_t id, const std::string& why) {
 
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return g_stats;
+  Stats s = g_stats;
+  s.held_now = static_cast<std::int64_t>(g_held_steps);
+  return s;
 }
 
 void reset() {

@@ -1,10 +1,10 @@
 // Fused eager (NEURON_EAGER_MODE=fused): the queue holds back consecutive pointwise ops (and a
-// reduction that ends them) issued on a stream, in independent chains that each hold their own
-// memory, and when something must come after them (a non-fusible op, a synchronization, a
-// marker, a query) hands them over: once a chain
-// signature is hot and its kernel compiled (torchneuron/fusion, Inductor's C++ code generation,
-// on a Python thread), as one queued item that runs the generated kernel, writing only the
-// results someone can still read; before that, op by op, as async mode queues them.
+// reduction that ends them) issued on a stream, in independent chains (an op joins the chains
+// whose writes it reads or whose memory it writes), and when something must come after them (a
+// non-fusible op, a synchronization, a marker, a query) hands them over: once a chain signature
+// is hot and its kernel compiled (torchneuron/fusion, Inductor's C++ code generation, on a
+// Python thread), as one queued item that runs the generated kernel, writing only the results
+// someone can still read; before that, op by op, as async mode queues them.
 //
 // The hand-over never takes Python's GIL: a compiled chain is replayed from its recorded kernel
 // calls (csrc/compile/KernelLaunch.h), and a hot chain is described to the compile thread
@@ -101,6 +101,7 @@ struct Stats {
   std::int64_t requested = 0;       // signatures that became hot
   std::int64_t ready = 0;           // ... compiled and recorded
   std::int64_t failed = 0;          // ... that cannot fuse
+  std::int64_t held_now = 0;        // ops in the chains held now (at most kMaxHeldSteps, 512)
   std::vector<std::string> failures;  // why, per failed signature (the first 16)
 };
 Stats stats();

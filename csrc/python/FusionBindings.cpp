@@ -116,6 +116,7 @@ void bind_fusion(py::module& m) {
     d["requested"] = s.requested;
     d["ready"] = s.ready;
     d["failed"] = s.failed;
+    d["held_now"] = s.held_now;
     d["failures"] = s.failures;
     return d;
   });

@@ -141,6 +141,33 @@ def interleaved_chains(x, y):
     return a + b, c, x
 
 
+def shared_inputs(x, y):
+    # Calls of one function on the same tensors, without a synchronization between them: chains
+    # that only read the same memory stay apart (each call one chain of 6 ops, the same
+    # signature every time), where merging them would make run-on chains cut at shifting places.
+    return [chain_of_pointwise(x, y) for _ in range(SHARED_INPUT_CALLS)]
+
+
+SHARED_INPUT_CALLS = 4
+
+
+def many_open_chains(x, y):
+    # More independent work than the held chains may keep (512 ops): the least recently joined
+    # chains are handed over as later ones open, so the held results' memory stays bounded.
+    x = x[:32]
+    results = []
+    for i in range(MANY_CHAINS):
+        a = x + i / MANY_CHAINS
+        results.append(((a.sin() * 2.0 - y[:32]).abs() + 1.0).sqrt())
+    if x.is_neuron:
+        held = queue_feeder.stats()["held_now"]
+        assert 0 < held <= 512, held
+    return results
+
+
+MANY_CHAINS = 100  # of 6 ops each
+
+
 def per_parameter_updates(x, y):
     # AdamW's single-tensor loop, weight decay included: each parameter's mul_, lerp_ and moment
     # update read no result of each other until addcdiv_, and are one chain per parameter.
@@ -292,6 +319,8 @@ def main() -> None:
         "varying_floats": lambda: run(varying_floats, x, y),
         "runtime_floats": lambda: run(runtime_floats, x, y),
         "interleaved_chains": lambda: run(interleaved_chains, x, y),
+        "shared_inputs": lambda: run(shared_inputs, x, y),
+        "many_open_chains": lambda: run(many_open_chains, x, y, calls=3),
         "per_parameter_updates": lambda: run(per_parameter_updates, x, y),
         "foreach_optimizer": lambda: run(foreach_optimizer, x, y),
         "broken_by_item": lambda: run(broken_by_item, x),

@@ -30,7 +30,8 @@ def report(tmp_path_factory):
 
 CASE_NAMES = ["chain", "chain_no_sync_between_calls", "kept_intermediate", "in_place_on_inputs",
               "in_place_on_a_result", "out_arguments", "reductions", "varying_floats",
-              "runtime_floats", "interleaved_chains", "per_parameter_updates",
+              "runtime_floats", "interleaved_chains", "shared_inputs", "many_open_chains",
+              "per_parameter_updates",
               "foreach_optimizer", "broken_by_item",
               "through_a_view",
               "mixed_dtypes", "training", "two_threads", "two_streams", "deterministic",
@@ -77,9 +78,11 @@ def test_compiled_in_floats_that_keep_changing_stop_being_compiled(report):
     from tests.fusion.fused_mode_cases import CALLS, VARYING_VALUES
 
     stats = report["varying_floats"]["stats"]
-    assert stats["signatures"] == 4 and stats["requested"] == 4, stats
+    # (A chain cut short, by an op that ran inline on an idle device or a hand-over the compile
+    # thread's work caused, is one signature more, and one chain fewer that varies.)
+    assert 4 <= stats["signatures"] <= 8 and stats["requested"] == 4, stats
     expected = (VARYING_VALUES - 4) * CALLS
-    assert expected - 1 <= stats["chains_varying"] <= expected, stats
+    assert expected - 4 <= stats["chains_varying"] <= expected, stats
     assert stats["chains_fused"] >= 4, stats
 
 
@@ -115,6 +118,13 @@ def test_a_parameters_update_is_one_chain_though_its_ops_are_interleaved(report)
     stats = report["foreach_optimizer"]["stats"]
     assert stats["chains_fused"] >= 3, stats
     assert stats["ops_fused"] == 8 * UPDATE_STEPS * stats["chains_fused"], stats
+
+
+def test_chains_that_only_read_the_same_tensors_stay_apart(report):
+    # 4 calls of the 6-op chain on the same x and y per run: each fused chain is one call's.
+    stats = report["shared_inputs"]["stats"]
+    assert stats["chains_fused"] >= 4 and stats["ops_fused"] == 6 * stats["chains_fused"], stats
+    assert stats["signatures"] <= 2, stats
 
 
 def test_deterministic_algorithms_turn_fusion_off(report):
