@@ -19,6 +19,7 @@ import torch
 from .. import _C
 from .chain import Chain, InputRef, Output, RuntimeScalar, Scalar, Step, StepRef, TensorSpec
 from . import runtime_scalars
+from .background_rng import compiling_in_background
 from .compiler import compile_chain
 from .ops import REDUCTIONS
 
@@ -72,7 +73,8 @@ def serve(request: tuple) -> str | None:
     request_id = request[0]
     try:
         chain, buffers = chain_of(request)
-        compiled = compile_chain(chain, threads=request[1], device="neuron")
+        with compiling_in_background():
+            compiled = compile_chain(chain, threads=request[1], device="neuron")
         _compiles["compiled"] += 1
         _compiles["compile_seconds"] += compiled.compile_seconds
         for name in ("fxgraph_cache_hit", "fxgraph_cache_miss"):

@@ -1120,6 +1120,15 @@ ENTRIES: tuple[Internal, ...] = (
         "~11 us per call instead of ~17); the FX graph cache is inside it",
         exists(f"{_IND}.compile_fx.compile_fx_inner", params=("gm", "example_inputs"))),
     Internal(
+        "torch._dynamo.utils.preserve_rng_state", "patched",
+        ("torchneuron/fusion/background_rng.py",),
+        "Inductor's compile saves and restores the process's CPU random state around codegen; on "
+        "fused mode's compile thread the restore rewound random numbers the caller drew "
+        "meanwhile, so a thread-aware wrapper skips it there (compile_fx reads the module "
+        "attribute at call time)",
+        _all(exists("torch._dynamo.utils.preserve_rng_state"),
+             contains(f"{_IND}.compile_fx", None, "dynamo_utils.preserve_rng_state()"))),
+    Internal(
         f"{_IND}.decomposition.select_decomp_table", "relied on", (_FUSION_COMPILER,),
         "a chain's graph is decomposed with Inductor's own table before compile_fx_inner, as "
         "compile_fx does through AOTAutograd",
