@@ -134,9 +134,9 @@ def chain_of(request: tuple) -> tuple[Chain, list[TensorSpec]]:
 def stats() -> dict:
     """What the queue held and fused in this process: ops held back, chains handed over and how
     many ran as one kernel, intermediate results never written, chains left unfused because
-    their floats change between calls, signatures seen, hot, compiled
-    and refused (with the first reasons); the compiles' seconds and what Inductor's disk cache
-    answered them."""
+    their floats change between calls, ops held right now (held_now), signatures seen, hot,
+    compiled and refused (with the first reasons); the compiles' seconds and what Inductor's disk
+    cache answered them."""
     return {**_C._fusion_stats(), **_compiles}
 
 
