@@ -754,12 +754,17 @@ void hand_over_only(HeldChain& chain, std::vector<at::Tensor>& drop) {
   flush(chain, drop);
 }
 
-// Hands `chain` over and closes it.
-void hand_over(HeldChain* chain, std::vector<at::Tensor>& drop) {
-  hand_over_only(*chain, drop);
+// Closes `chain`: removes it from the open chains (it holds nothing any more, or was absorbed).
+void close_chain(HeldChain* chain) {
   auto& open = chains();
   open.erase(std::find_if(open.begin(), open.end(),
                           [&](const std::unique_ptr<HeldChain>& c) { return c.get() == chain; }));
+}
+
+// Hands `chain` over and closes it.
+void hand_over(HeldChain* chain, std::vector<at::Tensor>& drop) {
+  hand_over_only(*chain, drop);
+  close_chain(chain);
 }
 
 void flush_held(const c10::Stream* stream) {
@@ -838,9 +843,7 @@ void absorb(HeldChain& into, HeldChain* from) {
     into.steps.push_back(std::move(step));
   }
   into.touched = std::max(into.touched, from->touched);
-  auto& open = chains();
-  open.erase(std::find_if(open.begin(), open.end(),
-                          [&](const std::unique_ptr<HeldChain>& c) { return c.get() == from; }));
+  close_chain(from);
 }
 
 // The open chain of `stream` the op joins: the one that wrote memory it reads or writes or read
@@ -918,13 +921,6 @@ void bound_held(const HeldChain* keep, std::vector<at::Tensor>& drop) {
   }
 }
 
-// Closes a chain that holds nothing (an op opened it and then could not join it).
-void close_empty(HeldChain* chain) {
-  auto& open = chains();
-  open.erase(std::find_if(open.begin(), open.end(),
-                          [&](const std::unique_ptr<HeldChain>& c) { return c.get() == chain; }));
-}
-
 // Appends the op to `chain`, indexing the memory it brought in.
 bool append_indexed(HeldChain& chain, const OpKind& kind, const char* name,
                     const c10::IValue* args, const torch::jit::Stack& snapshots,
@@ -984,13 +980,13 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
     // It touches a held tensor's memory through another tensor (a view): after the chain, in a
     // chain of its own.
     if (chain->steps.empty()) {
-      close_empty(chain);
+      close_chain(chain);  // an op opened it and then could not join it
       return false;
     }
     hand_over(chain, drop);
     chain = chain_for(stream, kind, args, count, drop);
     if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
-      close_empty(chain);
+      close_chain(chain);  // an op opened it and then could not join it
       return false;
     }
   }
