@@ -28,6 +28,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .chain import Chain
 from .graph import build_graph
+from .vector_interleave import fused_tiling
 
 # The devices a chain compiles for, by device type: a neuron chain's kernels run on the stream of
 # the tensors they receive, whatever their index.
@@ -133,4 +134,5 @@ def _inductor_compile(gm: torch.fx.GraphModule, examples: list, fake_mode: FakeT
     with tracing(TracingContext(fake_mode)), inductor_config.patch(patches):
         with fake_mode:
             decomposed = make_fx(gm, decomposition_table=select_decomp_table())(*examples)
-        return compile_fx_inner(decomposed, examples)
+        with fused_tiling():
+            return compile_fx_inner(decomposed, examples)

@@ -1129,6 +1129,28 @@ ENTRIES: tuple[Internal, ...] = (
         _all(exists("torch._dynamo.utils.preserve_rng_state"),
              contains(f"{_IND}.compile_fx", None, "dynamo_utils.preserve_rng_state()"))),
     Internal(
+        f"{_IND}.codegen.cpp.TilingSelect", "patched", ("torchneuron/fusion/vector_interleave.py",),
+        "a fused chain's kernel steps by four SIMD vectors so that its math overlaps (a chain of "
+        "Sleef calls stepped by one vector waits on their latency): a thread-aware wrapper of "
+        "select_tiling widens the one-level tiling factor on fused mode's compile only "
+        "(CppKernelProxy instantiates TilingSelect by name at each kernel; the factor becomes "
+        "VectorizedN<float,4> through the vector kernel's num_vectors)",
+        _all(exists(f"{_IND}.codegen.cpp.TilingSelect.select_tiling",
+                    params=("self", "fn_list", "var_sizes_list")),
+             contains(f"{_IND}.codegen.cpp", None, "tiling_select = TilingSelect()",
+                      "VectorizedN<"))),
+    Internal(
+        f"{_IND}.cpu_vec_isa.pick_vec_isa", "relied on", ("torchneuron/fusion/vector_interleave.py",),
+        "the SIMD width Inductor generates for (float elements per vector), which the fused "
+        "chain's wider tiling is a multiple of",
+        exists(f"{_IND}.cpu_vec_isa.pick_vec_isa", params=(), )),
+    Internal(
+        "torch.compiler.config.cache_key_tag", "relied on", ("torchneuron/fusion/vector_interleave.py",),
+        "a fused chain's compile tags Inductor's FX graph cache key, so its wider-stepped kernels "
+        "and a user's torch.compile of the same graph are cached apart",
+        _all(exists("torch.compiler.config.cache_key_tag"),
+             contains(f"{_IND}.codecache", None, "cache_key_tag"))),
+    Internal(
         f"{_IND}.decomposition.select_decomp_table", "relied on", (_FUSION_COMPILER,),
         "a chain's graph is decomposed with Inductor's own table before compile_fx_inner, as "
         "compile_fx does through AOTAutograd",
