@@ -58,6 +58,11 @@ std::atomic<std::int64_t> g_held{0};
 std::atomic<HeldFlush> g_held_flush{nullptr};
 thread_local std::uint64_t t_work_count = 0;
 
+// Threads waiting in wait_for_room() for the workers to catch up.
+std::mutex g_room_mutex;
+std::condition_variable g_room;
+std::atomic<int> g_room_waiters{0};
+
 void flush_held(const c10::Stream* stream) {
   if (g_held.load(std::memory_order_acquire) == 0 || t_worker) return;
   if (HeldFlush flush = g_held_flush.load(std::memory_order_acquire)) flush(stream);
@@ -93,6 +98,7 @@ std::array<std::exception_ptr, kMaxDevices> g_errors;
 const bool g_fork_registered = [] {
   hold_across_fork(g_queues_mutex);
   hold_across_fork(g_error_mutex);
+  hold_across_fork(g_room_mutex);
   return true;
 }();
 
@@ -205,6 +211,10 @@ void run_worker(StreamQueue* q) {
       g_pending.fetch_sub(1);  // before a waiter can see the stream drained
       if (--q->pending == 0) q->drained.notify_all();
     }
+    if (g_room_waiters.load(std::memory_order_acquire) > 0 && queued_items() <= kResumeQueued) {
+      std::lock_guard<std::mutex> lock(g_room_mutex);  // a waiter is waiting or sees the count
+      g_room.notify_all();
+    }
   }
 }
 
@@ -242,6 +252,18 @@ void wait_outside_python(Wait&& wait) {
   WaitWrapper wrapper = g_wait_wrapper.load(std::memory_order_acquire);
   if (wrapper == nullptr) return wait();
   wrapper([](void* ctx) { (*static_cast<Wait*>(ctx))(); }, &wait);
+}
+
+// Waits while kMaxQueued items are queued (see enqueue()). Not on a worker (it would wait for
+// itself).
+void wait_for_room() {
+  if (t_worker || queued_items() < kMaxQueued) return;
+  g_room_waiters.fetch_add(1);
+  wait_outside_python([] {
+    std::unique_lock<std::mutex> lock(g_room_mutex);
+    g_room.wait(lock, [] { return queued_items() <= kResumeQueued; });
+  });
+  g_room_waiters.fetch_sub(1);
 }
 
 void wait_drained(StreamQueue* q) {
@@ -284,6 +306,10 @@ ItemScope::~ItemScope() {
 
 bool idle() { return g_pending.load(std::memory_order_acquire) == 0; }
 
+std::int64_t queued_items() {
+  return g_pending.load(std::memory_order_acquire) - g_held.load(std::memory_order_acquire);
+}
+
 bool run_inline(std::size_t bytes) {
   const bool now = !queuing() || (bytes <= kInlineBytes && idle() && t_collected.pieces.empty());
   t_work_count += now;
@@ -305,6 +331,7 @@ c10::Stream current_stream(c10::DeviceIndex device) {
 }
 
 void enqueue(const c10::Stream& stream, const char* name, std::function<void()> work) {
+  wait_for_room();
   flush_held(&stream);
   enqueue_held(stream, name, std::move(work));
 }

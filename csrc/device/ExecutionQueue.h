@@ -88,7 +88,15 @@ std::uint64_t work_count();
 // Queues `work` on `stream`. `name` (an op's name; must outlive the work) prefixes an error the
 // work raises. The work holds references to every tensor it touches, so memory it uses stays
 // allocated until it ran; it is destroyed on the worker before the stream counts as drained.
+// When kMaxQueued items are queued (all streams), the calling thread first waits until the
+// workers are down to kResumeQueued (outside Python's GIL), as a CUDA launch waits when the
+// launch queue is full: a loop without a synchronization point stays a few steps ahead of the
+// device instead of queueing without bound, each queued step holding its memory.
 void enqueue(const c10::Stream& stream, const char* name, std::function<void()> work);
+constexpr std::int64_t kMaxQueued = 1024;
+constexpr std::int64_t kResumeQueued = 768;
+// Items queued or running over all streams, not counting held ops (tests read it).
+std::int64_t queued_items();
 // The calling thread's current stream of `device`.
 c10::Stream current_stream(c10::DeviceIndex device);
 

@@ -185,6 +185,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_execution_mode", [] { return tn::exec::async_mode() ? "async" : "sync"; });
   m.def("_launch_blocking", &tn::exec::launch_blocking);
   m.def("_device_idle", &tn::exec::idle);
+  m.def("_queued_items", &tn::exec::queued_items);
   // torch.neuron._sleep(cycles), as torch.cuda._sleep: work on the current stream that keeps the
   // device busy for about `cycles` nanoseconds (cycles of a 1 GHz clock); tests use it to have
   // work still running. Synchronous execution spins on the caller.

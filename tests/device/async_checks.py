@@ -413,6 +413,66 @@ def check_threads_see_their_own_streams():
         torch.testing.assert_close(results[i], (x @ x) * i)
 
 
+MAX_QUEUED = 1024  # csrc/device/ExecutionQueue.h kMaxQueued, as CUDA's launch queue
+
+
+def queue_once(ops):
+    """Runs `ops` queued once and waits: an op's first queued call runs synchronously (its recipe
+    is checked against the fallback), and on an idle device small ops run inline instead."""
+    torch.neuron._sleep(1_000_000)
+    ops()
+    torch.neuron.synchronize()
+
+
+def check_a_loop_without_synchronization_stays_a_bounded_queue_ahead():
+    # Behind a 0.3 s spin every op queues; without a bound the loop would queue all 3,000 (each
+    # holding its result's memory) and a training loop with no synchronization point would run
+    # arbitrarily far ahead of the device.
+    x = torch.randn(16)
+    xn = x.to("neuron")
+    queue_once(lambda: xn + 1)
+    torch.neuron._sleep(300_000_000)
+    most = 0
+    for _ in range(3000):
+        xn = xn + 1
+        most = max(most, _C._queued_items())
+    queued_at_end = _C._queued_items()
+    torch.testing.assert_close(xn.cpu(), x + 3000)
+    assert MAX_QUEUED - 50 <= most <= MAX_QUEUED, f"at most {most} items queued"
+    assert queued_at_end > 0, "the loop did not end ahead of the device"
+    assert _C._queued_items() == 0
+
+
+def check_threads_waiting_for_room_all_finish():
+    # Two threads fill the queue behind a spin: each waits for room outside the GIL, so the
+    # other (and the worker) can go on.
+    import threading
+
+    starts = {i: torch.full((16,), float(i), device="neuron") for i in (1, 2)}
+    queue_once(lambda: starts[1] * 1.0 + 1)
+    torch.neuron._sleep(200_000_000)
+    results, most = {}, {}
+
+    def work(i):
+        y = starts[i]
+        most[i] = 0
+        for _ in range(1500):
+            y = y * 1.0 + 1
+            most[i] = max(most[i], _C._queued_items())
+        results[i] = y.cpu()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread waiting for room never finished"
+    assert max(most.values()) >= MAX_QUEUED - 50, f"the queue never filled: {most}"
+    assert max(most.values()) <= MAX_QUEUED + 1, most  # +1: the other thread's op in between
+    for i in (1, 2):
+        torch.testing.assert_close(results[i], torch.full((16,), float(i) + 1500))
+
+
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
 
 
