@@ -21,6 +21,8 @@ import contextlib
 import threading
 from typing import Any, Iterator
 
+import torch
+
 # Vectors side by side in one loop step: 4 hides the latency of the Sleef functions on the CPUs
 # measured (AVX2: 16.0 ms with 1, 10.6 ms with 2, 8.0 ms with 4, 7.9 ms with 8 per 1M floats).
 VECTORS_PER_STEP = 4
@@ -32,8 +34,6 @@ _local = threading.local()
 def fused_tiling() -> Iterator[None]:
     """Inductor's C++ kernels generated in this block on this thread step by several vectors,
     and are cached under fused_cache_tag()."""
-    import torch
-
     _install()
     previous = getattr(_local, "active", False)
     _local.active = True
@@ -49,8 +49,6 @@ def fused_cache_tag() -> str:
     """torch.compiler.config.cache_key_tag for a fused chain's compile: Inductor's FX graph cache
     keys on it, so a chain's wider-stepped kernel and a user's torch.compile of the same graph
     (Inductor's own step) are cached apart. The user's own tag is kept in it."""
-    import torch
-
     user = torch.compiler.config.cache_key_tag
     return f"{user}+torchneuron-fused-{VECTORS_PER_STEP}-vectors"
 
@@ -84,14 +82,9 @@ def _install() -> None:
             return factors, indices, stats
         group, reduction_group = max(var_sizes_list, key=lambda sizes: len(sizes[1]))
         ranges = list(group) + list(reduction_group)
-        float_elements = cpu_vec_isa.pick_vec_isa().nelements(dtype=_float32())
+        float_elements = cpu_vec_isa.pick_vec_isa().nelements(dtype=torch.float32)
         return widened(list(factors), list(indices), ranges, float_elements), indices, stats
 
     select_tiling._torchneuron_thread_aware = True  # type: ignore[attr-defined]
     cpp.TilingSelect.select_tiling = select_tiling
 
-
-def _float32() -> Any:
-    import torch
-
-    return torch.float32
