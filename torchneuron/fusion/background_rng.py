@@ -12,38 +12,25 @@ thread (a user's torch.compile) keeps Inductor's behaviour.
 from __future__ import annotations
 
 import contextlib
-import threading
-from typing import Iterator
+from typing import Any, ContextManager
 
-_local = threading.local()
-
-
-@contextlib.contextmanager
-def compiling_in_background() -> Iterator[None]:
-    """Inductor compiles in this block on this thread leave the process's random state alone."""
-    _install()
-    _local.active = True
-    try:
-        yield
-    finally:
-        _local.active = False
+from .thread_scoped_patch import ThreadScopedPatch
 
 
-def _install() -> None:
+def _dynamo_utils() -> Any:
     # internal: see runtime/torch_internals.py "torch._dynamo.utils.preserve_rng_state"
     from torch._dynamo import utils as dynamo_utils
 
-    original = dynamo_utils.preserve_rng_state
-    if getattr(original, "_torchneuron_thread_aware", False):
-        return
+    return dynamo_utils
 
-    @contextlib.contextmanager
-    def preserve_rng_state() -> Iterator[None]:
-        if getattr(_local, "active", False):
-            yield
-            return
-        with original():
-            yield
 
-    preserve_rng_state._torchneuron_thread_aware = True  # type: ignore[attr-defined]
-    dynamo_utils.preserve_rng_state = preserve_rng_state
+def _leave_rng_state_alone(original: Any) -> ContextManager[None]:
+    return contextlib.nullcontext()
+
+
+_PATCH = ThreadScopedPatch(_dynamo_utils, "preserve_rng_state", _leave_rng_state_alone)
+
+
+def compiling_in_background() -> ContextManager[None]:
+    """Inductor compiles in this block on this thread leave the process's random state alone."""
+    return _PATCH.active()

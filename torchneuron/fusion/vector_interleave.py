@@ -18,31 +18,47 @@ tiling. A loop shorter than the wider step keeps Inductor's own step.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterator
 
 import torch
+
+from .thread_scoped_patch import ThreadScopedPatch
 
 # Vectors side by side in one loop step: 4 hides the latency of the Sleef functions on the CPUs
 # measured (AVX2: 16.0 ms with 1, 10.6 ms with 2, 8.0 ms with 4, 7.9 ms with 8 per 1M floats).
 VECTORS_PER_STEP = 4
 
-_local = threading.local()
+
+def _tiling_select() -> Any:
+    # internal: see runtime/torch_internals.py "torch._inductor.codegen.cpp.TilingSelect"
+    from torch._inductor.codegen import cpp
+
+    return cpp.TilingSelect
+
+
+def _widened_tiling(original: Any, self: Any, fn_list: Any, var_sizes_list: Any) -> Any:
+    # internal: see runtime/torch_internals.py "torch._inductor.cpu_vec_isa.pick_vec_isa"
+    from torch._inductor import cpu_vec_isa
+
+    factors, indices, stats = original(self, fn_list, var_sizes_list)
+    if not factors:
+        return factors, indices, stats
+    group, reduction_group = max(var_sizes_list, key=lambda sizes: len(sizes[1]))
+    ranges = list(group) + list(reduction_group)
+    float_elements = cpu_vec_isa.pick_vec_isa().nelements(dtype=torch.float32)
+    return widened(list(factors), list(indices), ranges, float_elements), indices, stats
+
+
+_PATCH = ThreadScopedPatch(_tiling_select, "select_tiling", _widened_tiling)
 
 
 @contextlib.contextmanager
 def fused_tiling() -> Iterator[None]:
     """Inductor's C++ kernels generated in this block on this thread step by several vectors,
     and are cached under fused_cache_tag()."""
-    _install()
-    previous = getattr(_local, "active", False)
-    _local.active = True
-    try:
-        # internal: see runtime/torch_internals.py "torch.compiler.config.cache_key_tag"
-        with torch.compiler.config.patch(cache_key_tag=fused_cache_tag()):
-            yield
-    finally:
-        _local.active = previous
+    # internal: see runtime/torch_internals.py "torch.compiler.config.cache_key_tag"
+    with _PATCH.active(), torch.compiler.config.patch(cache_key_tag=fused_cache_tag()):
+        yield
 
 
 def fused_cache_tag() -> str:
@@ -64,27 +80,4 @@ def widened(factors: list, indices: list, ranges: list, float_elements: int) -> 
     if not isinstance(size, int) and not (hasattr(size, "is_Integer") and size.is_Integer):
         return factors
     return [wide] if int(size) >= wide else factors
-
-
-def _install() -> None:
-    # internal: see runtime/torch_internals.py "torch._inductor.cpu_vec_isa.pick_vec_isa"
-    from torch._inductor import cpu_vec_isa
-    # internal: see runtime/torch_internals.py "torch._inductor.codegen.cpp.TilingSelect"
-    from torch._inductor.codegen import cpp
-
-    original = cpp.TilingSelect.select_tiling
-    if getattr(original, "_torchneuron_thread_aware", False):
-        return
-
-    def select_tiling(self: Any, fn_list: Any, var_sizes_list: Any) -> Any:
-        factors, indices, stats = original(self, fn_list, var_sizes_list)
-        if not getattr(_local, "active", False) or not factors:
-            return factors, indices, stats
-        group, reduction_group = max(var_sizes_list, key=lambda sizes: len(sizes[1]))
-        ranges = list(group) + list(reduction_group)
-        float_elements = cpu_vec_isa.pick_vec_isa().nelements(dtype=torch.float32)
-        return widened(list(factors), list(indices), ranges, float_elements), indices, stats
-
-    select_tiling._torchneuron_thread_aware = True  # type: ignore[attr-defined]
-    cpp.TilingSelect.select_tiling = select_tiling
 
