@@ -1143,7 +1143,7 @@ ENTRIES: tuple[Internal, ...] = (
         f"{_IND}.cpu_vec_isa.pick_vec_isa", "relied on", ("torchneuron/fusion/vector_interleave.py",),
         "the SIMD width Inductor generates for (float elements per vector), which the fused "
         "chain's wider tiling is a multiple of",
-        exists(f"{_IND}.cpu_vec_isa.pick_vec_isa", params=(), )),
+        exists(f"{_IND}.cpu_vec_isa.pick_vec_isa", params=())),
     Internal(
         "torch.compiler.config.cache_key_tag", "relied on", ("torchneuron/fusion/vector_interleave.py",),
         "a fused chain's compile tags Inductor's FX graph cache key, so its wider-stepped kernels "
