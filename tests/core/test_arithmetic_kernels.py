@@ -190,6 +190,11 @@ def test_inplace_unsafe_cast_raises():
 def test_overlapping_inplace_raises():
     run_both(lambda x: x.expand(3, 3).add_(1), make((3,), torch.float32))
     run_both(lambda x: torch.mul(x[1:], 2, out=x[:-1]), make((4,), torch.float32))
+    # Tensor operands partly overlapping the result (the fast path keeps TensorIterator's overlap
+    # checks wherever the result is not memory it has just allocated).
+    run_both(lambda x: x[1:].add_(x[:-1]), make((4,), torch.float32))
+    run_both(lambda x: torch.sub(x[1:], x[1:], out=x[:-1]), make((4,), torch.float32))
+    run_both(lambda x: torch.div(x[:-1], x[:-1], out=x[1:]), make((4,), torch.float32))
 
 
 def test_device_mixing_raises():

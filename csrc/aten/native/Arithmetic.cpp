@@ -5,6 +5,8 @@
 // DispatchStub entry, asked for its CPU implementation) runs on a TensorIterator built over the
 // neuron tensors themselves, whose memory is host memory on the software NeuronCore;
 // TensorIterator allocates the result through the neuron allocator (empty_strided on neuron).
+// The iterator borrows its operands, as the CPU's structured kernels build theirs (callgrind, in
+// one process: ~10,000 vs the CPU's ~9,300 instructions per `a + a`).
 //
 // The CPU backend's TensorIterator converts operands of another dtype to the common dtype
 // before its kernels run (it does so only when the common device is the CPU), and the kernels
@@ -21,6 +23,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/BinaryOps.h>
+#include <c10/util/MaybeOwned.h>
 #include <c10/util/TypeCast.h>
 #include <torch/library.h>
 
@@ -56,9 +59,11 @@ at::Tensor python_number_as(const at::Tensor& number, c10::ScalarType dtype) {
   return out;
 }
 
+// Borrowed from the caller where they are used as given (the common case: no reference counts
+// to touch on an op of a few floats), owned where a Python number was converted.
 struct Operands {
-  at::Tensor self;
-  at::Tensor other;
+  c10::MaybeOwned<at::Tensor> self;
+  c10::MaybeOwned<at::Tensor> other;
   c10::ScalarType dtype;
 };
 
@@ -82,10 +87,11 @@ std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& 
   }
   // Checked on the operands as given (a Python bool is still a bool here).
   if (op == Arith::kSub) at::native::sub_check(self, other);
-  Operands ops{self, other, self.scalar_type()};
+  Operands ops{c10::MaybeOwned<at::Tensor>::borrowed(self),
+               c10::MaybeOwned<at::Tensor>::borrowed(other), self.scalar_type()};
   const bool self_number = is_python_number(self);
   if (self_number != is_python_number(other)) {
-    at::Tensor& number = self_number ? ops.self : ops.other;
+    const at::Tensor& number = self_number ? self : other;
     ops.dtype = (self_number ? other : self).scalar_type();
     // The conversion below covers AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND(kBool)'s dtypes;
     // complex32 (experimental in PyTorch) takes the fallback.
@@ -95,7 +101,8 @@ std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& 
           c10::isReducedFloatingType(ops.dtype)) {
         return std::nullopt;
       }
-      number = python_number_as(number, ops.dtype);
+      (self_number ? ops.self : ops.other) =
+          c10::MaybeOwned<at::Tensor>::owned(python_number_as(number, ops.dtype));
     }
   } else if (self.scalar_type() != other.scalar_type()) {
     return std::nullopt;
@@ -113,19 +120,37 @@ std::optional<Operands> fast_operands(const at::Tensor& self, const at::Tensor& 
 at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10::Scalar& alpha) {
   if (op == Arith::kAdd || op == Arith::kSub) at::native::alpha_check(ops.dtype, alpha);
   static constexpr const char* kNames[] = {"aten::add", "aten::sub", "aten::mul", "aten::div"};
-  const at::Tensor& on_device = ops.self.is_privateuseone() ? ops.self : ops.other;
+  const at::Tensor& self = *ops.self;
+  const at::Tensor& other = *ops.other;
+  const at::Tensor& on_device = self.is_privateuseone() ? self : other;
   profiler::KernelActivityScope activity(kNames[static_cast<int>(op)], on_device.device().index());
   exec::InlineScope in_place;  // the iterator's allocations and casts run here, in order
   // Two operands of one dense layout: the iterator would give the result that layout; allocated
   // here, without the dispatcher's empty_strided call the iterator would make.
-  if (!out.defined() && !is_python_number(ops.self) && !is_python_number(ops.other) &&
-      ops.self.sizes().equals(ops.other.sizes()) && ops.self.strides().equals(ops.other.strides()) &&
-      ops.self.is_non_overlapping_and_dense()) {
-    out = new_device_tensor(ops.self.sizes(), ops.self.strides(), ops.dtype,
-                            on_device.device().index());
+  bool fresh_out = false;
+  if (!out.defined() && !is_python_number(self) && !is_python_number(other) &&
+      self.sizes().equals(other.sizes()) && self.strides().equals(other.strides()) &&
+      self.is_non_overlapping_and_dense()) {
+    out = new_device_tensor(self.sizes(), self.strides(), ops.dtype, on_device.device().index());
+    fresh_out = true;
   }
-  auto iter = op == Arith::kDiv ? at::TensorIterator::binary_float_op(out, ops.self, ops.other)
-                                : at::TensorIterator::binary_op(out, ops.self, ops.other);
+  // TensorIterator's binary (float) op configuration, borrowing as the CPU's structured kernels
+  // do: `out` and the operands outlive the iterator, so it takes no references (an undefined
+  // `out` is allocated and owned by it). A result allocated just above cannot overlap anything,
+  // so its overlap checks are skipped (the CPU's meta skips them for the same reason: its result
+  // does not exist yet when it builds).
+  at::TensorIteratorConfig config;
+  config.set_check_mem_overlap(!fresh_out)
+      .allow_cpu_scalars(true)
+      .promote_inputs_to_common_dtype(true)
+      .cast_common_dtype_to_outputs(true)
+      .enforce_safe_casting_to_output(true)
+      .promote_integer_inputs_to_float(op == Arith::kDiv)
+      .add_output(out)
+      .add_const_input(self)
+      .add_const_input(other);
+  at::TensorIterator iter;
+  iter.build(config);
   switch (op) {
     case Arith::kAdd: at::native::add_stub(c10::kCPU, iter, alpha); break;
     case Arith::kSub: at::native::add_stub(c10::kCPU, iter, -alpha); break;  // as the CPU's sub
@@ -133,10 +158,10 @@ at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10
     case Arith::kDiv: at::native::div_true_stub(c10::kCPU, iter); break;
   }
   if (activity.active()) {
-    activity.inputs({&ops.self, &ops.other});
+    activity.inputs({&self, &other});
     activity.outputs({&iter.output()});
   }
-  return iter.output();
+  return out.defined() ? std::move(out) : iter.output();
 }
 
 // One op in its three forms; name() is its ATen name, for the fallback.
