@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace torchneuron {
 namespace {
@@ -69,6 +71,30 @@ std::mutex g_mutex;
 // A fork waits for it (a child must never inherit it locked: its tensors free through it).
 [[maybe_unused]] const bool g_mutex_fork_safe = (hold_across_fork(g_mutex), true);
 std::unordered_map<void*, LiveBlock> g_live;
+// g_live's nodes of freed blocks, reused by the next allocations: a node per allocation would
+// cost a malloc and a free inside every tensor's life (an op of a few floats feels it). Bounded,
+// so that a burst of frees does not keep its nodes forever.
+std::vector<std::unordered_map<void*, LiveBlock>::node_type> g_spare_nodes;
+constexpr std::size_t kMaxSpareNodes = 1024;
+
+// Records a live block (caller holds g_mutex), in a spare node where there is one.
+void insert_live_locked(void* p, LiveBlock block) {
+  if (g_spare_nodes.empty()) {
+    g_live.emplace(p, std::move(block));
+    return;
+  }
+  auto node = std::move(g_spare_nodes.back());
+  g_spare_nodes.pop_back();
+  node.key() = p;
+  node.mapped() = std::move(block);
+  g_live.insert(std::move(node));
+}
+
+// Forgets a live block (caller holds g_mutex), keeping its node for the next allocation.
+void erase_live_locked(std::unordered_map<void*, LiveBlock>::iterator it) {
+  auto node = g_live.extract(it);
+  if (g_spare_nodes.size() < kMaxSpareNodes) g_spare_nodes.push_back(std::move(node));
+}
 DeviceCache g_devices[kMaxDevices];
 
 std::size_t round_size(std::size_t nbytes) {
@@ -243,7 +269,7 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
     std::lock_guard<std::mutex> lock(g_mutex);
     p = take_block_locked(device, size);
     DeviceCache& dc = g_devices[device];
-    g_live.emplace(p, LiveBlock{device, size, nbytes, stream, {}});
+    insert_live_locked(p, LiveBlock{device, size, nbytes, stream, {}});
     for_pools(size, [&](std::size_t i) {
       dc.stats.allocation[i].increase(1);
       dc.stats.allocated_bytes[i].increase(size);
@@ -285,7 +311,7 @@ void NeuronCachingAllocator::free_block(void* ptr) {
         unrecorded = {it->second.stream, used};
       }
     }
-    g_live.erase(it);
+    erase_live_locked(it);
     DeviceCache& dc = g_devices[device];
     for_pools(size, [&](std::size_t i) {
       dc.stats.allocation[i].decrease(1);
