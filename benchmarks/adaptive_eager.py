@@ -285,24 +285,33 @@ def reply(message: dict) -> None:
     print(PROTOCOL + json.dumps(message), flush=True)
 
 
-def warm_up(fn: Callable[[], object], device: str) -> None:
+def warm_up(fn: Callable[[], object], device: str, first: bool) -> None:
     """First-call work, a heap growing to its working size and, in a fusing mode, the case's
-    chains made hot (seen NEURON_FUSION_HOT times) and compiled, so that every side is timed in
-    its steady state."""
+    chains made hot and compiled, so that every side is timed in its steady state. A case's
+    first calls make chains of their own (an op's first queued call runs unfused), so its
+    steady chains count from the third call on: on its first warm-up the case runs in rounds of
+    NEURON_FUSION_HOT + 1 calls until a round asks for no new compile."""
     calls = 3
-    if device != "cpu":
-        from torchneuron.runtime import config
-
-        calls = max(calls, config.current().fusion_hot + 1)
     for _ in range(calls):
         fn()
-    if device != "cpu":
-        from torchneuron.fusion import queue_feeder
+    if device == "cpu":
+        return
+    from torchneuron.fusion import queue_feeder
+    from torchneuron.runtime import config
 
+    for _ in range(8 if first else 1):
         torch.neuron.synchronize()
         if not queue_feeder.wait(600):
             raise RuntimeError("the fused mode's compile thread did not finish within 600 s")
-        fn()  # the first call that replays the compiled chains (installing them costs once)
+        if not first:
+            break
+        requested = queue_feeder.stats()["requested"]
+        for _ in range(config.current().fusion_hot + 1):
+            fn()
+        torch.neuron.synchronize()
+        if queue_feeder.stats()["requested"] == requested:
+            break
+    fn()  # the first call that replays the compiled chains (installing them costs once)
 
 
 def serve(side: str, threads: int, sizes: Sizes) -> None:
@@ -318,12 +327,14 @@ def serve(side: str, threads: int, sizes: Sizes) -> None:
         if actual != side:
             raise SystemExit(f"worker for mode {side!r} runs in mode {actual!r}")
     cases = build_cases(device, sizes)
+    warmed: set[str] = set()
     reply({"targets": {name: case.target for name, case in cases.items()}})
     for line in sys.stdin:
         request = json.loads(line)
         if request["op"] == "time":
             case = cases[request["case"]]
-            warm_up(case.fn, device)
+            warm_up(case.fn, device, first=request["case"] not in warmed)
+            warmed.add(request["case"])
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             seconds = seconds_per_call(case.fn, case.number, finish=finish)
             faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before

@@ -5,6 +5,7 @@ profile's categories and split. No timing is asserted (benchmarks are not timed 
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
@@ -127,3 +128,34 @@ def test_profile_split_adds_up(device):
         assert abs(sum(shares) - 100) <= len(shares), row  # rounding of each share
         assert shares[0] > 0, f"no matmul time in the decoder block: {row}"
     assert "aten::mm" in adaptive_eager.top_ops(device, profile, markdown=True)
+
+
+WARM_UP_THEN_TIME = """
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import adaptive_eager
+from torchneuron.fusion import queue_feeder
+
+case = adaptive_eager.pointwise_chain_case("neuron", adaptive_eager.DEFAULT_SIZES)
+adaptive_eager.warm_up(case.fn, "neuron", first=True)
+before = queue_feeder.stats()
+for _ in range(5):
+    case.fn()
+torch.neuron.synchronize()
+after = queue_feeder.stats()
+print(*(after[k] - before[k] for k in ("requested", "chains", "chains_fused")))
+"""
+
+
+def test_first_warm_up_reaches_the_fused_steady_state():
+    """A case's first warm-up leaves nothing to compile: the timed calls that follow run fused
+    chains only. (A case's first two calls make chains of their own, so NEURON_FUSION_HOT + 1
+    calls leave its steady chain one call short of hot.)"""
+    done = subprocess.run([sys.executable, "-c", WARM_UP_THEN_TIME, BENCHMARKS], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NEURON_EAGER_MODE": "fused"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    requested, chains, fused = map(int, done.stdout.split()[-3:])
+    assert requested == 0
+    assert fused == chains >= 5  # the five calls' chains (and the warm-up's last, held till now)
