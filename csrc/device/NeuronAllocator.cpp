@@ -73,8 +73,9 @@ std::mutex g_mutex;
 std::unordered_map<void*, LiveBlock> g_live;
 // g_live's nodes of freed blocks, reused by the next allocations: a node per allocation would
 // cost a malloc and a free inside every tensor's life (an op of a few floats feels it). Bounded,
-// so that a burst of frees does not keep its nodes forever.
-std::vector<std::unordered_map<void*, LiveBlock>::node_type> g_spare_nodes;
+// so that a burst of frees does not keep its nodes forever. Never destroyed, so that it adds no
+// static-destruction window in which a late free would find it gone.
+auto& g_spare_nodes = *new std::vector<std::unordered_map<void*, LiveBlock>::node_type>();
 constexpr std::size_t kMaxSpareNodes = 1024;
 
 // Records a live block (caller holds g_mutex), in a spare node where there is one.
