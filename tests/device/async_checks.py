@@ -436,10 +436,10 @@ def check_a_loop_without_synchronization_stays_a_bounded_queue_ahead():
     for _ in range(3000):
         xn = xn + 1
         most = max(most, _C._queued_items())
-    queued_at_end = _C._queued_items()
+    # (Whether the loop ends ahead of the device depends on the machine: once the worker catches
+    # up, an op on the idle device runs inline.)
     torch.testing.assert_close(xn.cpu(), x + 3000)
     assert MAX_QUEUED - 50 <= most <= MAX_QUEUED, f"at most {most} items queued"
-    assert queued_at_end > 0, "the loop did not end ahead of the device"
     assert _C._queued_items() == 0
 
 
