@@ -291,24 +291,24 @@ def warm_up(fn: Callable[[], object], device: str, first: bool) -> None:
     first calls make chains of their own (an op's first queued call runs unfused), so its
     steady chains count from the third call on: on its first warm-up the case runs in rounds of
     NEURON_FUSION_HOT + 1 calls until a round asks for no new compile."""
-    calls = 3
-    for _ in range(calls):
+    for _ in range(3):
         fn()
     if device == "cpu":
         return
     from torchneuron.fusion import queue_feeder
     from torchneuron.runtime import config
 
-    for _ in range(8 if first else 1):
+    def settle() -> None:  # queued work done and every requested compile installed
         torch.neuron.synchronize()
         if not queue_feeder.wait(600):
             raise RuntimeError("the fused mode's compile thread did not finish within 600 s")
-        if not first:
-            break
+
+    settle()
+    for _ in range(8 if first else 0):
         requested = queue_feeder.stats()["requested"]
         for _ in range(config.current().fusion_hot + 1):
             fn()
-        torch.neuron.synchronize()
+        settle()
         if queue_feeder.stats()["requested"] == requested:
             break
     fn()  # the first call that replays the compiled chains (installing them costs once)
