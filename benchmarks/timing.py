@@ -10,20 +10,30 @@ Key = TypeVar("Key", bound=Hashable)
 
 
 def seconds_per_call(fn: Callable[[], object], number: int, clock=time.perf_counter,
-                     warmup: bool = False, finish: Callable[[], object] | None = None) -> float:
+                     warmup: bool = False, finish: Callable[[], object] | None = None,
+                     keep_results: bool = False) -> float:
     """Seconds per call of `number` back-to-back calls of `fn`, read on `clock`. With `warmup`,
     one untimed call first (first-call initialisation, caches). `finish` runs before the clock
-    is read (and after the warm-up): a device's synchronize, so that queued work counts."""
+    is read (and after the warm-up): a device's synchronize, so that queued work counts. With
+    `keep_results`, every call's return value is held until the clock has been read, as a
+    program holds what it computes: a mode that defers work may skip computing a result that
+    nothing holds, and a benchmark that drops its results would time less work on that side."""
     if warmup:
         fn()
     if finish is not None:
         finish()
+    kept: list[object] = []
     start = clock()
     for _ in range(number):
-        fn()
+        result = fn()
+        if keep_results:
+            kept.append(result)
+        del result
     if finish is not None:
         finish()
-    return (clock() - start) / number
+    seconds = (clock() - start) / number
+    kept.clear()  # released outside the timed window
+    return seconds
 
 
 def best_interleaved(fns: Mapping[Key, Callable[[], object]], number: int, rounds: int,

@@ -131,6 +131,7 @@ def test_profile_split_adds_up(device):
 
 
 WARM_UP_THEN_TIME = """
+import inspect
 import sys
 import torch
 sys.path.insert(0, sys.argv[1])
@@ -138,12 +139,18 @@ import adaptive_eager
 from torchneuron.fusion import queue_feeder
 
 case = adaptive_eager.pointwise_chain_case("neuron", adaptive_eager.DEFAULT_SIZES)
-adaptive_eager.warm_up(case.fn, "neuron", first=True)
+assert case.keep_results
+adaptive_eager.warm_up(case, "neuron", first=True)
 before = queue_feeder.stats()
-for _ in range(5):
-    case.fn()
+kept = [case.fn() for _ in range(5)]  # timed calls hold their results (timing.seconds_per_call)
 torch.neuron.synchronize()
 after = queue_feeder.stats()
+x = inspect.getclosurevars(case.fn).nonlocals["x"].cpu()  # the chain's input
+expected = x
+for op in adaptive_eager.POINTWISE_CHAIN:
+    expected = op(expected)
+for result in kept:
+    torch.testing.assert_close(result.cpu(), expected)
 print(*(after[k] - before[k] for k in ("requested", "chains", "chains_fused")))
 """
 
@@ -158,4 +165,4 @@ def test_first_warm_up_reaches_the_fused_steady_state():
     assert done.returncode == 0, done.stderr[-3000:]
     requested, chains, fused = map(int, done.stdout.split()[-3:])
     assert requested == 0
-    assert fused == chains >= 5  # the five calls' chains (and the warm-up's last, held till now)
+    assert fused == chains >= 5  # the five calls' chains, each fused
