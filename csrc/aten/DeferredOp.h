@@ -59,12 +59,14 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 // Fused eager (csrc/compile/FusedChain.h, a layer above) may hold an op back instead of queuing
 // it: `holding()` says whether it holds now; `hold(op, device, args, snapshots, result, work)`
 // is offered each queued op with one tensor result (args: the caller's arguments; snapshots:
-// the queued work's copies; work: the op's unfused run) and takes `work` when it held the op.
+// the queued work's copies; work: the op's unfused run, which may use memory of its stream
+// unreferenced; keep: references to the memory the snapshots and the result use, for as long
+// as the op is held) and takes `work` and `keep` when it held the op.
 struct OpHolder {
   bool (*holding)();
   bool (*hold)(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
                const torch::jit::Stack& snapshots, const at::Tensor& result,
-               std::function<void()>& work);
+               std::function<void()>& work, std::shared_ptr<void>& keep);
 };
 void set_op_holder(const OpHolder* holder);
 

@@ -38,6 +38,12 @@ constexpr std::size_t kMaxSteps = 64;
 // Room for a foreach optimizer's step over a model with 64 parameters (8 ops each, AdamW), and a
 // bound on the memory held chains keep (each op's result lives until its chain is handed over).
 constexpr std::size_t kMaxHeldSteps = 512;
+// And bytes of results held at most (all open chains), and in one chain: a held op's result keeps
+// its memory until its chain is handed over, where eager mode (queued in stream order) would
+// have reused an intermediate's memory for the next op. Without it a loop of 40 ops on 100 MiB
+// held 4.1 GiB; bounded, a chain over large tensors is handed over every few ops, which still
+// fuses them (such chains run at memory bandwidth).
+constexpr std::size_t kMaxHeldBytes = std::size_t(256) << 20;
 
 // Most floats reach the kernel at run time (an optimizer's bias correction or step size, a
 // learning-rate schedule: see append()); a chain whose compiled-in floats change from call to
@@ -204,6 +210,9 @@ struct HeldStep {
   int identity;  // the tensor identity this step's result is
   const char* name;
   std::function<void()> work;  // the op's unfused run
+  // References to the memory `work` uses unreferenced (stream order, see DeferredOp.cpp), kept
+  // while the op is held: live() counts them as the chain's own holders.
+  std::shared_ptr<void> keep;
 };
 
 struct ChainInput {
@@ -229,6 +238,7 @@ struct HeldChain {
   std::vector<ChainInput> inputs;
   std::vector<Identity> identities;
   std::uint64_t touched = 0;  // when an op last joined it (g_touches)
+  std::size_t result_bytes = 0;  // of its steps' results (in-place ones too: an upper bound)
   explicit HeldChain(c10::Stream s) : stream(s) {}
 };
 
@@ -281,6 +291,7 @@ MemoryIndex& memory_index() {
 }
 std::uint64_t g_touches = 0;    // ops held so far: the clock of HeldChain::touched
 std::size_t g_held_steps = 0;   // ops in open chains, all streams
+std::size_t g_held_bytes = 0;   // their results' bytes (HeldChain::result_bytes)
 
 struct Entry {
   std::uint64_t id;
@@ -348,7 +359,7 @@ bool number_fits(const c10::IValue& number, c10::ScalarType self) {
 // in-place op whose arguments would be promoted.
 bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::IValue* args,
             const torch::jit::Stack& snapshots, const at::Tensor& result,
-            std::function<void()>& work) {
+            std::function<void()>& work, std::shared_ptr<void>& keep) {
   const std::size_t num_args = kind.functional->schema().arguments().size();
   const int step = static_cast<int>(chain.steps.size());
   std::vector<ArgRef> refs(num_args);
@@ -482,7 +493,8 @@ bool append(HeldChain& chain, const OpKind& kind, const char* name, const c10::I
   for (auto& i : new_inputs) chain.inputs.push_back(std::move(i));
   for (auto& i : new_identities) chain.identities.push_back(std::move(i));
   chain.identities[defines].last_step = step;
-  chain.steps.push_back(HeldStep{kind, std::move(refs), defines, name, std::move(work)});
+  chain.steps.push_back(
+      HeldStep{kind, std::move(refs), defines, name, std::move(work), std::move(keep)});
   return true;
 }
 
@@ -640,10 +652,15 @@ Request request_of(const HeldChain& chain, const std::vector<ChainOutput>& outpu
 void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outputs,
                    std::shared_ptr<const RecordedProgram> program) {
   std::vector<std::uintptr_t> pointers;
-  std::vector<c10::Storage> keep;  // the buffers' memory, until the kernels ran
+  // The buffers' memory until the kernels ran, but for the stream's own blocks, which the
+  // allocator reuses in stream order (NeuronCachingAllocator::use_in_stream_order).
+  std::vector<c10::Storage> keep;
+  const exec::StreamClock* clock = exec::stream_clock(chain.stream);
   auto add = [&](const at::Tensor& t) {
     pointers.push_back(reinterpret_cast<std::uintptr_t>(t.data_ptr()));
-    keep.push_back(t.storage());
+    if (!NeuronCachingAllocator::use_in_stream_order(t.storage(), chain.stream, clock)) {
+      keep.push_back(t.storage());
+    }
   };
   std::vector<double> numbers;         // the runtime scalars' values...
   std::vector<std::size_t> number_at;  // ... and where their pointers go
@@ -751,6 +768,8 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
 void hand_over_only(HeldChain& chain, std::vector<at::Tensor>& drop) {
   for (const Identity& e : chain.identities) memory_index().remove(e, &chain);
   g_held_steps -= chain.steps.size();
+  g_held_bytes -= chain.result_bytes;
+  chain.result_bytes = 0;
   flush(chain, drop);
 }
 
@@ -843,6 +862,7 @@ void absorb(HeldChain& into, HeldChain* from) {
     into.steps.push_back(std::move(step));
   }
   into.touched = std::max(into.touched, from->touched);
+  into.result_bytes += std::exchange(from->result_bytes, 0);
   close_chain(from);
 }
 
@@ -907,9 +927,10 @@ HeldChain* chain_for(const c10::Stream& stream, const OpKind& kind, const c10::I
   return into;
 }
 
-// Beyond kMaxHeldSteps, hands over the least recently joined chains (not `keep`).
+// Beyond kMaxHeldSteps or kMaxHeldBytes, hands over the least recently joined chains (not
+// `keep`).
 void bound_held(const HeldChain* keep, std::vector<at::Tensor>& drop) {
-  while (g_held_steps > kMaxHeldSteps) {
+  while (g_held_steps > kMaxHeldSteps || g_held_bytes > kMaxHeldBytes) {
     HeldChain* oldest = nullptr;
     for (const auto& c : chains()) {
       if (c.get() != keep && (oldest == nullptr || c->touched < oldest->touched)) {
@@ -924,9 +945,10 @@ void bound_held(const HeldChain* keep, std::vector<at::Tensor>& drop) {
 // Appends the op to `chain`, indexing the memory it brought in.
 bool append_indexed(HeldChain& chain, const OpKind& kind, const char* name,
                     const c10::IValue* args, const torch::jit::Stack& snapshots,
-                    const at::Tensor& result, std::function<void()>& work) {
+                    const at::Tensor& result, std::function<void()>& work,
+                    std::shared_ptr<void>& keep) {
   const std::size_t known = chain.identities.size();
-  if (!append(chain, kind, name, args, snapshots, result, work)) return false;
+  if (!append(chain, kind, name, args, snapshots, result, work, keep)) return false;
   for (std::size_t k = known; k < chain.identities.size(); ++k) {
     memory_index().add(chain.identities[k], &chain);
   }
@@ -936,6 +958,9 @@ bool append_indexed(HeldChain& chain, const OpKind& kind, const char* name,
   }
   chain.touched = ++g_touches;
   ++g_held_steps;
+  const std::size_t bytes = result.defined() ? result.nbytes() : 0;
+  chain.result_bytes += bytes;
+  g_held_bytes += bytes;
   return true;
 }
 
@@ -967,7 +992,7 @@ bool holding() {
 
 bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
           const torch::jit::Stack& snapshots, const at::Tensor& result,
-          std::function<void()>& work) {
+          std::function<void()>& work, std::shared_ptr<void>& keep) {
   const OpKind& kind = kind_of(op);
   if (!kind.fusible) return false;
   const c10::Stream stream = exec::current_stream(device);
@@ -976,7 +1001,7 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
   const std::size_t count = op.schema().arguments().size();
   HeldChain* chain = chain_for(stream, kind, args, count, drop);
   const char* name = op.schema().name().c_str();
-  if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
+  if (!append_indexed(*chain, kind, name, args, snapshots, result, work, keep)) {
     // It touches a held tensor's memory through another tensor (a view): after the chain, in a
     // chain of its own.
     if (chain->steps.empty()) {
@@ -985,14 +1010,15 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
     }
     hand_over(chain, drop);
     chain = chain_for(stream, kind, args, count, drop);
-    if (!append_indexed(*chain, kind, name, args, snapshots, result, work)) {
+    if (!append_indexed(*chain, kind, name, args, snapshots, result, work, keep)) {
       close_chain(chain);  // an op opened it and then could not join it
       return false;
     }
   }
   exec::add_held(1);
   ++g_stats.ops_held;
-  if (kind.reduction || chain->steps.size() >= kMaxSteps) {
+  if (kind.reduction || chain->steps.size() >= kMaxSteps ||
+      chain->result_bytes >= kMaxHeldBytes) {
     hand_over(chain, drop);
   } else {
     bound_held(chain, drop);

@@ -43,11 +43,12 @@ bool holding();
 // Offers an op defer_op is about to queue (through aten/DeferredOp.h's OpHolder) on `device`'s current stream: `args` are the caller's
 // arguments (the op's schema arguments, in order), `snapshots` the queued work's copies of them,
 // `result` what the caller gets back. True when the op was held: `work` (the op's unfused run)
-// was taken and runs later, on its own or replaced by a fused kernel. False when the caller
-// queues it as usual (exec::enqueue hands over the held chain first).
+// was taken and runs later, on its own or replaced by a fused kernel, and `keep` (references
+// to the memory `work` may use unreferenced) was taken and is kept until the op is handed over.
+// False when the caller queues it as usual (exec::enqueue hands over the held chain first).
 bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
           const torch::jit::Stack& snapshots, const at::Tensor& result,
-          std::function<void()>& work);
+          std::function<void()>& work, std::shared_ptr<void>& keep);
 
 // A hot chain, described for the compile thread (torchneuron/fusion/queue_feeder.py).
 struct RequestArg {

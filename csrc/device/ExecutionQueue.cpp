@@ -83,6 +83,7 @@ struct StreamQueue {
   std::condition_variable drained;
   std::deque<Item> items;
   std::int64_t pending = 0;  // queued + running; guarded by m
+  StreamClock clock;
 };
 
 std::mutex g_queues_mutex;
@@ -206,6 +207,7 @@ void run_worker(StreamQueue* q) {
     }
     profiler::pop_correlation();
     item.work = nullptr;  // frees what the work held before the stream counts as drained
+    q->clock.finished.fetch_add(1, std::memory_order_release);
     {
       std::lock_guard<std::mutex> lock(q->m);
       g_pending.fetch_sub(1);  // before a waiter can see the stream drained
@@ -306,6 +308,25 @@ ItemScope::~ItemScope() {
 
 bool idle() { return g_pending.load(std::memory_order_acquire) == 0; }
 
+bool collecting() { return t_item_depth > 0 && !t_worker; }
+
+const StreamClock* stream_clock(const c10::Stream& stream) {
+  // The last stream asked for on this thread, remembered: a deferred op asks once per call.
+  thread_local std::pair<int, c10::StreamId> last_key{-1, 0};
+  thread_local const StreamClock* last = nullptr;
+  const std::pair<int, c10::StreamId> key{stream.device_index(), stream.id()};
+  if (last == nullptr || key != last_key) {
+    last = &queue_for(stream)->clock;
+    last_key = key;
+  }
+  return last;
+}
+
+void drain_all() {
+  if (t_worker) return;
+  for (StreamQueue* q : queues_of(-1)) wait_drained(q);
+}
+
 std::int64_t queued_items() {
   return g_pending.load(std::memory_order_acquire) - g_held.load(std::memory_order_acquire);
 }
@@ -356,6 +377,7 @@ void enqueue_now(const c10::Stream& stream, const char* name, std::function<void
     std::lock_guard<std::mutex> lock(q->m);
     q->items.push_back(std::move(item));
     ++q->pending;
+    q->clock.queued.fetch_add(1, std::memory_order_release);
   }
   q->has_work.notify_one();
 }

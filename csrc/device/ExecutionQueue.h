@@ -14,6 +14,7 @@
 #pragma once
 
 #include <c10/core/Stream.h>
+#include <atomic>
 
 #include <cstddef>
 #include <cstdint>
@@ -86,8 +87,9 @@ void enqueue_held(const c10::Stream& stream, const char* name, std::function<voi
 std::uint64_t work_count();
 
 // Queues `work` on `stream`. `name` (an op's name; must outlive the work) prefixes an error the
-// work raises. The work holds references to every tensor it touches, so memory it uses stays
-// allocated until it ran; it is destroyed on the worker before the stream counts as drained.
+// work raises. The work holds what it captured until it ran; it is destroyed on the worker
+// before the stream counts as drained. (A deferred op captures memory of its own stream without
+// holding it, as an accelerator's queue does: see StreamClock.)
 // When kMaxQueued items are queued (all streams), the calling thread first waits until the
 // workers are down to kResumeQueued (outside Python's GIL), as a CUDA launch waits when the
 // launch queue is full: a loop without a synchronization point stays a few steps ahead of the
@@ -111,6 +113,27 @@ void settle();
 bool query_stream(const c10::Stream& stream);
 // Raises and clears `device`'s pending error from queued work, if any.
 void raise_pending_error(c10::DeviceIndex device);
+
+// How far a stream's worker got: the items queued on the stream and the items it finished (an
+// item counts as finished once its work was destroyed). Memory that queued work uses without
+// holding a reference to it is freed by the program at once, and the allocator hands it only to
+// work queued later on the same stream (which runs after), or to anyone once the stream reached
+// the position it had when the memory was freed (csrc/device/NeuronAllocator.h).
+struct StreamClock {
+  std::atomic<std::uint64_t> queued{0};
+  std::atomic<std::uint64_t> finished{0};
+  bool reached(std::uint64_t position) const {
+    return finished.load(std::memory_order_acquire) >= position;
+  }
+};
+// The clock of `stream`'s queue (made with the queue, never destroyed).
+const StreamClock* stream_clock(const c10::Stream& stream);
+// True while an ItemScope on this thread collects work (queued later, as one item: not yet
+// counted by its stream's clock).
+bool collecting();
+// Waits until every stream of every device has run its work, without raising a pending error
+// (the allocator's emptyCache). A no-op on a worker.
+void drain_all();
 
 // An event's position in a stream: complete once the stream's worker reached it.
 class Marker {

@@ -33,7 +33,24 @@ struct LiveBlock {
   std::size_t requested;
   c10::StreamId stream;  // the stream current at the allocation
   c10::SmallVector<c10::StreamId, 1> recorded;  // record_stream()'s other streams
+  // Set when work queued on `stream` uses the block without a reference (use_in_stream_order).
+  const exec::StreamClock* ordered = nullptr;
 };
+
+// A cached block. Freed while work queued on a stream may still use it (`clock` set), it goes
+// only to allocations for later work on that stream until the stream's worker reached
+// `position` (the items queued on it when the block was freed).
+struct FreeBlock {
+  void* ptr;
+  const exec::StreamClock* clock;
+  std::uint64_t position;
+  bool free_for(const exec::StreamClock* ordered_for) const {
+    return clock == nullptr || clock == ordered_for || clock->reached(position);
+  }
+};
+
+// The stream whose later work this thread's allocations are for (StreamOrderedAllocations).
+thread_local const exec::StreamClock* t_ordered_for = nullptr;
 
 // A block freed by a stream's worker (the queued work held the last reference: the program had
 // dropped the tensor while that stream still used it) that was allocated on another stream and
@@ -58,7 +75,7 @@ void warn_free_while_in_use(c10::DeviceIndex device, c10::StreamId allocated,
 struct DeviceCache {
   // size -> cached free blocks of exactly that size (blocks are never split, so the figures
   // stay exact: an allocation of N bytes holds round_up(N, kBlockSize) bytes).
-  std::unordered_map<std::size_t, std::vector<void*>> free_blocks;
+  std::unordered_map<std::size_t, std::vector<FreeBlock>> free_blocks;
   std::size_t cached_bytes = 0;
   std::size_t cached_count = 0;
   DeviceStats stats;
@@ -138,23 +155,29 @@ std::string format_bytes(std::size_t bytes) {
   return os.str();
 }
 
-// Returns every cached block of `device` to the runtime. Caller holds g_mutex.
+// Returns the cached blocks of `device` to the runtime, but for those that queued work may still
+// use (freed in stream order, their stream not yet past the mark). Caller holds g_mutex.
 void release_cache_locked(c10::DeviceIndex device) {
   DeviceCache& dc = g_devices[device];
   for (auto& [size, blocks] : dc.free_blocks) {
-    for (void* p : blocks) {
-      rt::hbm_free(device, p, size);
-      profiler::memory_event(profiler::MemoryAction::kSegmentFree, device, p, size);
+    std::vector<FreeBlock> kept;
+    for (const FreeBlock& b : blocks) {
+      if (!b.free_for(nullptr)) {
+        kept.push_back(b);
+        continue;
+      }
+      rt::hbm_free(device, b.ptr, size);
+      profiler::memory_event(profiler::MemoryAction::kSegmentFree, device, b.ptr, size);
       for_pools(size, [&](std::size_t i) {
         dc.stats.reserved_bytes[i].decrease(size);
         dc.stats.segment[i].decrease(1);
       });
       dc.stats.num_device_free++;
+      dc.cached_bytes -= size;
+      dc.cached_count--;
     }
+    blocks = std::move(kept);
   }
-  dc.free_blocks.clear();
-  dc.cached_bytes = 0;
-  dc.cached_count = 0;
 }
 
 [[noreturn]] void raise_oom(
@@ -182,12 +205,16 @@ void release_cache_locked(c10::DeviceIndex device) {
 void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
   DeviceCache& dc = g_devices[device];
   auto it = dc.free_blocks.find(size);
-  if (it != dc.free_blocks.end() && !it->second.empty()) {
-    void* p = it->second.back();
-    it->second.pop_back();
-    dc.cached_bytes -= size;
-    dc.cached_count--;
-    return p;
+  if (it != dc.free_blocks.end()) {
+    auto& blocks = it->second;
+    for (std::size_t i = blocks.size(); i-- > 0;) {  // the latest freed first
+      if (!blocks[i].free_for(t_ordered_for)) continue;
+      void* p = blocks[i].ptr;
+      blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+      dc.cached_bytes -= size;
+      dc.cached_count--;
+      return p;
+    }
   }
   const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
   if (dc.fraction < 1.0) {
@@ -312,6 +339,7 @@ void NeuronCachingAllocator::free_block(void* ptr) {
         unrecorded = {it->second.stream, used};
       }
     }
+    const exec::StreamClock* ordered = it->second.ordered;
     erase_live_locked(it);
     DeviceCache& dc = g_devices[device];
     for_pools(size, [&](std::size_t i) {
@@ -321,7 +349,8 @@ void NeuronCachingAllocator::free_block(void* ptr) {
       dc.stats.active_bytes[i].decrease(size);
       dc.stats.requested_bytes[i].decrease(requested);
     });
-    dc.free_blocks[size].push_back(ptr);
+    dc.free_blocks[size].push_back(FreeBlock{
+        ptr, ordered, ordered ? ordered->queued.load(std::memory_order_acquire) : 0});
     profiler::memory_event(profiler::MemoryAction::kFree, device, ptr, size, requested,
                            std::move(frames));
     dc.cached_bytes += size;
@@ -345,13 +374,16 @@ void NeuronCachingAllocator::copy_data(void* dest, const void* src, std::size_t 
 }
 
 void NeuronCachingAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
+  exec::drain_all();  // blocks freed while queued work used them are released too, as on CUDA
   std::lock_guard<std::mutex> lock(g_mutex);
   for (int d = 0; d < rt::device_count(); ++d) release_cache_locked(d);
 }
 
-// Queued work holds references to the memory it uses, so a block is never reused while another
-// stream's work is in flight (device/ExecutionQueue.h): there is nothing to defer. The record
-// says the program took care, so freeing it from that stream's work is no use after free.
+// Work queued on a stream other than a block's own holds references to the memory it uses (only
+// the block's own stream uses it unreferenced, see use_in_stream_order), so a block is never
+// reused while another stream's work is in flight: there is nothing to defer. The record says
+// the program took care, so freeing it from that stream's work is no use after free; a recorded
+// block is never used unreferenced.
 void NeuronCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream stream) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_live.find(ptr.get());
@@ -360,6 +392,30 @@ void NeuronCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream s
   if (std::find(recorded.begin(), recorded.end(), stream.id()) == recorded.end()) {
     recorded.push_back(stream.id());
   }
+}
+
+bool NeuronCachingAllocator::use_in_stream_order(const c10::Storage& storage,
+                                                 const c10::Stream& stream,
+                                                 const exec::StreamClock* clock) {
+  const c10::DataPtr& data = storage.data_ptr();
+  if (data.get_deleter() != &free_block || data.get() == nullptr) return false;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_live.find(data.get());
+  if (it == g_live.end()) return false;
+  LiveBlock& b = it->second;
+  if (b.device != stream.device_index() || b.stream != stream.id() || !b.recorded.empty()) {
+    return false;
+  }
+  b.ordered = clock;
+  return true;
+}
+
+NeuronCachingAllocator::StreamOrderedAllocations::StreamOrderedAllocations(
+    const exec::StreamClock* clock)
+    : previous_(std::exchange(t_ordered_for, clock)) {}
+
+NeuronCachingAllocator::StreamOrderedAllocations::~StreamOrderedAllocations() {
+  t_ordered_for = previous_;
 }
 
 c10::CachingDeviceAllocator::DeviceStats NeuronCachingAllocator::getDeviceStats(
@@ -430,9 +486,9 @@ std::vector<SegmentRecord> NeuronCachingAllocator::snapshot() {
   }
   for (int d = 0; d < rt::device_count(); ++d) {
     for (const auto& [size, blocks] : g_devices[d].free_blocks) {
-      for (void* p : blocks) {
-        out.push_back({static_cast<c10::DeviceIndex>(d), reinterpret_cast<std::size_t>(p), size,
-                       0, false});
+      for (const FreeBlock& b : blocks) {
+        out.push_back({static_cast<c10::DeviceIndex>(d), reinterpret_cast<std::size_t>(b.ptr),
+                       size, 0, false});
       }
     }
   }

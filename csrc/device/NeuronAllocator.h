@@ -7,12 +7,18 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
 
 #include <cstddef>
 #include <utility>
 #include <vector>
 
 namespace torchneuron {
+
+namespace exec {
+struct StreamClock;
+}
 
 struct SegmentRecord {
   c10::DeviceIndex device;
@@ -56,6 +62,30 @@ class NeuronCachingAllocator final : public c10::DeviceAllocator {
   void count_shared(c10::DeviceIndex device, std::size_t bytes, bool allocated);
   // Frees a block: the deleter of every DataPtr this allocator hands out.
   static void free_block(void* ptr);
+
+  // Stream-ordered reuse, as CUDA's caching allocator does it. Queued work may use a block of
+  // its own stream without holding a reference to it (csrc/aten/DeferredOp.cpp): the program's
+  // free then returns the block at once, marked with its stream's clock at that moment, and
+  // the block goes only to allocations made for later work on that stream (inside a
+  // StreamOrderedAllocations scope of that stream, which orders after every use before the
+  // free) or, once the stream's worker passed the mark, to any allocation.
+  //
+  // True, and the block is marked, when `storage`'s memory is a block of this allocator
+  // allocated on `stream` (its device's current stream at the allocation) and recorded on no
+  // other stream (record_stream): work queued on `stream` may then use it unreferenced.
+  static bool use_in_stream_order(const c10::Storage& storage, const c10::Stream& stream,
+                                  const exec::StreamClock* clock);
+  // While open on a thread, its allocations are for work queued on the stream of `clock`.
+  class StreamOrderedAllocations {
+   public:
+    explicit StreamOrderedAllocations(const exec::StreamClock* clock);
+    ~StreamOrderedAllocations();
+    StreamOrderedAllocations(const StreamOrderedAllocations&) = delete;
+    StreamOrderedAllocations& operator=(const StreamOrderedAllocations&) = delete;
+
+   private:
+    const exec::StreamClock* previous_;
+  };
 };
 
 NeuronCachingAllocator& neuron_allocator();

@@ -473,6 +473,87 @@ def check_threads_waiting_for_room_all_finish():
         torch.testing.assert_close(results[i], torch.full((16,), float(i) + 1500))
 
 
+MIB = 1 << 20
+
+
+def check_a_loop_queued_ahead_reuses_the_memory_it_frees():
+    """Memory the program frees while queued work still uses it goes back to the allocator at once
+    (stream-ordered, as on CUDA): a loop queued far ahead of the device holds a few of its
+    intermediates, not all of them (before: every queued op kept its inputs and results)."""
+    x = torch.randn(4 * MIB // 4)  # 4 MiB
+    xn = x.to("neuron")
+    torch.neuron.synchronize()
+    base = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    queued_work()  # the loop below is queued while the device is busy with this
+    busy_bytes = torch.neuron.max_memory_allocated() - base
+    y, ref = xn, x
+    for _ in range(40):
+        y = y * 1.0001 + 0.5
+        ref = ref * 1.0001 + 0.5
+    peak = torch.neuron.max_memory_allocated() - base - busy_bytes
+    torch.testing.assert_close(y.cpu(), ref)
+    assert peak <= 4 * 4 * MIB, f"the loop held {peak / MIB:.0f} MiB (sync mode: 8-12 MiB)"
+
+
+def pending_block(elements):
+    """A tensor of a size nothing else here uses, still read by queued work (behind a busy
+    device) when the program frees it: returns that work's result, its CPU twin and where the
+    freed memory was."""
+    a = torch.randn(elements)
+    an = a.to("neuron")
+    # A signature's first call runs at the call, after the queue drained: these calls queue.
+    (an * 2) + 1
+    address = an.data_ptr()  # (data_ptr settles the device: taken before the work is queued)
+    torch.neuron.synchronize()
+    queued_work()
+    b = an * 2  # queued: reads an's memory after the busy work
+    del an
+    assert not _C._device_idle(), "the busy work finished before the checks could use it"
+    return b, a * 2, address
+
+
+def rounded(nbytes):
+    """What the allocator holds for `nbytes` (blocks of 512 bytes)."""
+    return -(-nbytes // 512) * 512
+
+
+def check_memory_freed_while_queued_goes_to_later_work_on_its_stream():
+    b, ref, address = pending_block(1_000_003)
+    before = torch.neuron.memory_allocated()  # the freed block no longer counts
+    c = b + 1  # queued after b's op on the same stream: may take the freed memory at once
+    assert torch.neuron.memory_allocated() == before + rounded(4 * 1_000_003)
+    assert not _C._device_idle()
+    torch.testing.assert_close(b.cpu(), ref)
+    assert c.data_ptr() == address, "later work on the stream did not reuse the freed block"
+    torch.testing.assert_close(c.cpu(), ref + 1)
+
+
+def check_memory_freed_while_queued_waits_for_other_streams():
+    side = torch.neuron.Stream()
+    with torch.neuron.stream(side):  # its signature's first call, which drains the queue
+        torch.full((1_000_033,), 7.0, device="neuron")
+    b, ref, address = pending_block(1_000_033)
+    with torch.neuron.stream(side):
+        c = torch.full((1_000_033,), 7.0, device="neuron")  # runs at once: the side is idle
+    side.synchronize()
+    torch.testing.assert_close(b.cpu(), ref)  # 14.0 everywhere had the side taken the memory
+    assert bool((c == 7).all())
+    assert c.data_ptr() != address, "another stream took memory queued work still reads"
+    torch.neuron.synchronize()
+    with torch.neuron.stream(side):  # once the work ran, the memory is anyone's
+        d = torch.full((1_000_033,), 5.0, device="neuron")
+    assert d.data_ptr() == address
+    side.synchronize()
+
+
+def check_empty_cache_releases_memory_freed_while_queued():
+    b, ref, _ = pending_block(1_000_037)
+    torch.neuron.empty_cache()  # waits for the queued work, then releases every cached block
+    assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()
+    torch.testing.assert_close(b.cpu(), ref)
+
+
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
 
 

@@ -301,6 +301,31 @@ def profiled(x, y):
     return out
 
 
+def long_loop(x):
+    y = x
+    for _ in range(40):
+        y = y * 1.0001 + 0.5
+    return y
+
+
+def held_memory_is_bounded():
+    """Held ops keep their results until their chain is handed over: a loop over large tensors
+    with no synchronization hands its chain over every few ops (the held bytes' bound, 256 MiB),
+    not after 80 ops (1.25 GiB of results here)."""
+    x = torch.randn(4 << 20)  # 16 MiB
+    xn = x.to("neuron")
+    for _ in range(CALLS):
+        torch.neuron.synchronize()
+        torch.neuron.reset_peak_memory_stats()
+        base = torch.neuron.memory_allocated()
+        y = long_loop(xn)
+        peak = torch.neuron.max_memory_allocated() - base
+        torch.testing.assert_close(y.cpu(), long_loop(x))
+        del y
+        assert peak <= (256 + 64) << 20, f"held {peak >> 20} MiB"
+    queue_feeder.wait(240)
+
+
 def main() -> None:
     torch.manual_seed(0)
     assert torchneuron.runtime.execution.mode() == "fused", torchneuron.runtime.execution.mode()
@@ -333,6 +358,7 @@ def main() -> None:
         "deterministic": lambda: run(deterministic, x, y),
         "error_at_the_call": lambda: run(error_at_the_call, x, y),
         "profiled": lambda: run(profiled, x, y, calls=1),
+        "held_memory_is_bounded": held_memory_is_bounded,
     }
     only = set(sys.argv[1:])
     report = {}

@@ -35,7 +35,7 @@ CASE_NAMES = ["chain", "chain_no_sync_between_calls", "kept_intermediate", "in_p
               "foreach_optimizer", "broken_by_item",
               "through_a_view",
               "mixed_dtypes", "training", "two_threads", "two_streams", "deterministic",
-              "error_at_the_call", "profiled"]
+              "error_at_the_call", "profiled", "held_memory_is_bounded"]
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
