@@ -656,9 +656,12 @@ void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outpu
   // allocator reuses in stream order (NeuronCachingAllocator::use_in_stream_order).
   std::vector<c10::Storage> keep;
   const exec::StreamClock* clock = exec::stream_clock(chain.stream);
+  // (Collected into a compiled graph's item, which the clock does not count yet: all kept.)
+  const bool collecting = exec::collecting();
   auto add = [&](const at::Tensor& t) {
     pointers.push_back(reinterpret_cast<std::uintptr_t>(t.data_ptr()));
-    if (!NeuronCachingAllocator::use_in_stream_order(t.storage(), chain.stream, clock)) {
+    if (collecting ||
+        !NeuronCachingAllocator::use_in_stream_order(t.storage(), chain.stream, clock)) {
       keep.push_back(t.storage());
     }
   };
@@ -753,7 +756,13 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
     }
   }
   if (!fused) {
+    const bool collecting = exec::collecting();
     for (HeldStep& step : chain.steps) {
+      if (collecting) {
+        // Collected into an item queued later (a compiled graph's ItemScope), which its stream's
+        // clock does not count yet: the references go with the work, until it ran.
+        step.work = [work = std::move(step.work), keep = std::move(step.keep)]() { work(); };
+      }
       exec::enqueue_held(chain.stream, step.name, std::move(step.work));
     }
   }

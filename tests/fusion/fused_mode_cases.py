@@ -301,6 +301,23 @@ def profiled(x, y):
     return out
 
 
+def _scaled(t):
+    return t * 3.0 - 1.0
+
+
+scaled = torch.compile(_scaled)
+
+
+def held_then_compiled(x, y):
+    """Held ops handed over inside a compiled graph's call (its ItemScope collects them into the
+    graph's item): the held work keeps its memory until that item ran."""
+    a = x * 2.0
+    b = a + y
+    del a
+    c = scaled(b) if x.device.type == "neuron" else _scaled(b)
+    return b * 0.5 + 1.0, c
+
+
 def long_loop(x):
     y = x
     for _ in range(40):
@@ -359,6 +376,7 @@ def main() -> None:
         "error_at_the_call": lambda: run(error_at_the_call, x, y),
         "profiled": lambda: run(profiled, x, y, calls=1),
         "held_memory_is_bounded": held_memory_is_bounded,
+        "held_then_compiled": lambda: run(held_then_compiled, x, y, sync_each=False),
     }
     only = set(sys.argv[1:])
     report = {}

@@ -35,7 +35,8 @@ CASE_NAMES = ["chain", "chain_no_sync_between_calls", "kept_intermediate", "in_p
               "foreach_optimizer", "broken_by_item",
               "through_a_view",
               "mixed_dtypes", "training", "two_threads", "two_streams", "deterministic",
-              "error_at_the_call", "profiled", "held_memory_is_bounded"]
+              "error_at_the_call", "profiled", "held_memory_is_bounded",
+              "held_then_compiled"]
 
 
 @pytest.mark.parametrize("case", CASE_NAMES)
