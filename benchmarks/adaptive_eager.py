@@ -300,18 +300,8 @@ def warm_up(case: Case, device: str, first: bool) -> None:
     NEURON_FUSION_HOT + 1 calls until a round asks for no new compile. Where the timed calls
     hold their results, a round holds its calls' results until it is done (a chain whose result
     is held is another chain than one whose result is dropped)."""
-
-    def calls(number: int) -> list[object]:
-        results = []
-        for _ in range(number):
-            result = case.fn()
-            if case.keep_results:
-                results.append(result)
-            del result
-        return results
-
-    kept = calls(3)
     if device == "cpu":
+        seconds_per_call(case.fn, 3, keep_results=case.keep_results)
         return
     from torchneuron.fusion import queue_feeder
     from torchneuron.runtime import config
@@ -321,16 +311,16 @@ def warm_up(case: Case, device: str, first: bool) -> None:
         if not queue_feeder.wait(600):
             raise RuntimeError("the fused mode's compile thread did not finish within 600 s")
 
-    settle()
+    def calls(number: int) -> None:  # `number` calls, settled while their results are held
+        seconds_per_call(case.fn, number, finish=settle, keep_results=case.keep_results)
+
+    calls(3)
     for _ in range(8 if first else 0):
         requested = queue_feeder.stats()["requested"]
-        kept = calls(config.current().fusion_hot + 1)
-        settle()
+        calls(config.current().fusion_hot + 1)
         if queue_feeder.stats()["requested"] == requested:
             break
-    kept = calls(1)  # the first call that replays the compiled chains (installing them costs once)
-    settle()  # handed over while its results are held, as a timed call's chains are
-    del kept
+    calls(1)  # the first call that replays the compiled chains (installing them costs once)
 
 
 def serve(side: str, threads: int, sizes: Sizes) -> None:

@@ -514,8 +514,9 @@ def pending_block(elements):
 
 
 def rounded(nbytes):
-    """What the allocator holds for `nbytes` (blocks of 512 bytes)."""
-    return -(-nbytes // 512) * 512
+    """What the allocator holds for `nbytes` (whole blocks of _C._block_size() bytes)."""
+    block = _C._block_size()
+    return -(-nbytes // block) * block
 
 
 def check_memory_freed_while_queued_goes_to_later_work_on_its_stream():
