@@ -19,16 +19,24 @@ import re
 import sys
 from pathlib import Path
 
-# name -> (torchneuron's module, its submodules reachable as name.sub)
+# name -> (torchneuron's module, {name.sub: the module it is})
+_NKI = "torchneuron.kernels.nki"
+_NKI_SUBMODULES = {"language": f"{_NKI}.language", "isa": f"{_NKI}.isa",
+                   "isa.constants": f"{_NKI}.isa_enums", "typing": f"{_NKI}.typing"}
 OURS = {
-    "nki": ("torchneuron.kernels.nki", ("language", "isa")),
-    "torch_neuronx": ("torchneuron.torch_neuronx", ()),
+    "nki": (_NKI, _NKI_SUBMODULES),
+    "torch_neuronx": ("torchneuron.torch_neuronx", {}),
+    # The legacy import name of NKI is the same language (its old index API stays refused), so
+    # kernels that take `neuronxcc.nki.typing` annotations run unchanged.
+    "neuronxcc": ("torchneuron.kernels.neuronxcc",
+                  {"nki": _NKI} | {f"nki.{sub}": mod for sub, mod in _NKI_SUBMODULES.items()}),
 }
 
 # name -> distributions that may install AWS's package of that name
 DISTRIBUTIONS = {
     "nki": ("nki", "neuronx-cc"),
     "torch_neuronx": ("torch-neuronx",),
+    "neuronxcc": ("neuronx-cc",),
 }
 
 # PyPI holds placeholder releases of AWS's names (the real packages come from AWS's own
@@ -77,6 +85,6 @@ def bind(name: str, shim_file: str | None = None):
     target, submodules = OURS[name]
     module = importlib.import_module(target)
     for sub in submodules:
-        sys.modules[f"{name}.{sub}"] = importlib.import_module(f"{target}.{sub}")
+        sys.modules[f"{name}.{sub}"] = importlib.import_module(submodules[sub])
     sys.modules[name] = module
     return module

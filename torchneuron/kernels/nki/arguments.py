@@ -15,6 +15,7 @@ from . import buffers as buf
 from . import dtypes as dt
 from .context import cpu_view
 from .errors import NkiTypeError, NkiValidationError, describe
+from .objects import attributes, is_object, with_attributes
 from .tensor import NkiTensor
 
 
@@ -32,6 +33,8 @@ def tensors_in(value):
     elif isinstance(value, dict):
         for v in value.values():
             yield from tensors_in(v)
+    elif is_object(value):
+        yield from tensors_in(attributes(value))
 
 
 class CallFrame:
@@ -67,6 +70,9 @@ class CallFrame:
             return type(value)(self.wrap(v, f"{name}[{i}]") for i, v in enumerate(value))
         if isinstance(value, dict):
             return {k: self.wrap(v, f"{name}[{k!r}]") for k, v in value.items()}
+        if is_object(value):
+            return with_attributes(value, {k: self.wrap(v, f"{name}.{k}")
+                                           for k, v in attributes(value).items()})
         return value
 
     def wrap_tensor(self, t: torch.Tensor, name: str) -> NkiTensor:

@@ -55,10 +55,11 @@ class Storage:
     """One allocation. `data` is flat, of `dtype.storage`; tensors index it with strides."""
 
     __slots__ = ("buffer", "data", "dtype", "shape", "name", "written", "argument", "original",
-                 "__weakref__")
+                 "pitch", "base", "__weakref__")
 
     def __init__(self, buffer: Buffer, data: torch.Tensor, dtype: dt.NkiDtype, shape, name: str,
-                 argument: bool = False):
+                 argument: bool = False, pitch: int | None = None, base: int = 0,
+                 written: torch.Tensor | None = None):
         self.buffer = buffer
         self.data = data
         self.dtype = dtype
@@ -66,17 +67,41 @@ class Storage:
         self.name = name
         self.argument = argument  # a kernel argument: written copy-on-write
         self.original = None  # the argument's own memory while `data` is its copy
+        # An explicitly placed tensor is a window of its memory's image: `data` is the whole
+        # image, `pitch` the elements of one partition there, `base` where the tensor starts.
+        self.pitch = pitch
+        self.base = base
         # PSUM remembers which elements were written, for nc_matmul's accumulate=None.
-        self.written = (torch.zeros(data.numel(), dtype=torch.bool, device=data.device)
-                        if buffer.kind == "psum" else None)
+        if written is None and buffer.kind == "psum":
+            written = torch.zeros(data.numel(), dtype=torch.bool, device=data.device)
+        self.written = written
 
     @property
     def partition_stride(self) -> int:
-        """Elements between two partitions of an on-chip allocation (its free size)."""
+        """Elements between two partitions of an on-chip allocation (its free size, or the
+        memory's partition size for an explicitly placed tensor)."""
+        if self.pitch is not None:
+            return self.pitch
         n = 1
         for s in self.shape[1:]:
             n *= s
         return n
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition of the allocation as the kernel declared it."""
+        n = 1
+        for s in self.shape[1:]:
+            n *= s
+        return n
+
+    def locate(self, offset: int) -> int:
+        """The storage offset of the tensor's element `offset` (row-major in its declared shape):
+        what an access pattern's offset means."""
+        if self.pitch is None:
+            return offset
+        free = self.free_size
+        return self.base + (offset // free) * self.pitch + offset % free
 
     def typed(self, dtype: dt.NkiDtype) -> torch.Tensor:
         """The flat memory as `dtype`'s storage type (a bit reinterpretation)."""

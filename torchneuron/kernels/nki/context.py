@@ -17,13 +17,17 @@ import torch
 from . import buffers as buf
 from . import dtypes as dt
 from .errors import NkiError, NkiValidationError, describe_parts
+from .placement import OnChipMemory
 from .rules import Limits
 
 _local = threading.local()
 
 
 class KernelRun:
-    def __init__(self, limits: Limits, device: torch.device | None, computes: bool, grid=()):
+    def __init__(self, limits: Limits, device: torch.device | None, computes: bool, grid=(),
+                 shared: "KernelRun | None" = None):
+        """One core's run; `shared` is the launch's first core, whose HBM state (the staged
+        arguments, shared_hbm outputs, allocated HBM) every core of the launch shares."""
         self.limits = limits
         self.device = device  # where kernel-allocated HBM lives (None: shapes only)
         self.computes = computes  # False while tracing shapes for torch.compile's fake pass
@@ -38,25 +42,41 @@ class KernelRun:
         self.scalar_reduce_regs = None  # nisa.activation's 128 accumulation registers
         self.vector_accumulators = None
         self.generator = torch.Generator().manual_seed(0)
+        self.cores = None  # the launch's Cores when it runs on several (nisa.core_barrier)
+        if shared is not None:
+            self.staged, self.shared_hbm = shared.staged, shared.shared_hbm
+            self.hbm_tensors, self.generator = shared.hbm_tensors, shared.generator
+        self.memories = {
+            "sbuf": OnChipMemory("sbuf", limits.pmax, limits.sbuf_bytes_per_partition, 1),
+            "psum": OnChipMemory("psum", limits.pmax, limits.psum_bytes_per_partition,
+                                 limits.psum_bank_bytes)}
 
     # ---- allocation --------------------------------------------------------------------------
 
-    def allocate(self, shape, dtype: dt.NkiDtype, buffer: buf.Buffer, name: str) -> buf.Storage:
+    def allocate(self, shape, dtype: dt.NkiDtype, buffer: buf.Buffer, name: str,
+                 address=None) -> buf.Storage:
         shape = tuple(int(s) for s in shape)
         if any(s <= 0 for s in shape):
             raise NkiValidationError("shape", f"nl.ndarray {name!r}: shape {shape} must have "
                                      "positive sizes")
+        what = describe_parts(name, buffer.name, shape, dtype)
         if buffer.kind == "hbm":
+            if address is not None:
+                raise NkiValidationError("address-range", f"nl.ndarray {what}: address= places "
+                                         "on-chip tensors (SBUF, PSUM); HBM tensors have none")
             return self._allocate_hbm(shape, dtype, buffer, name)
         per_partition = math.prod(shape[1:]) * dtype.itemsize if len(shape) > 1 else dtype.itemsize
-        what = describe_parts(name, buffer.name, shape, dtype)
         if shape[0] > self.limits.pmax:
             raise NkiValidationError("partition-dim", f"nl.ndarray {what}: the "
                                      f"partition dimension (dim 0) is {shape[0]}; a NeuronCore has "
                                      f"{self.limits.pmax} partitions (nl.tile_size.pmax)")
+        memory = self.memories[buffer.kind]
+        if address is not None:
+            return self._place(shape, dtype, buffer, name, what, per_partition, memory, address)
         if buffer.kind == "sbuf":
             cap = self.limits.sbuf_bytes_per_partition
-            if self.sbuf_bytes + per_partition > cap:
+            placed = memory.place_auto(per_partition, what)
+            if placed is None:
                 raise NkiValidationError("sbuf-capacity", f"nl.ndarray {what} needs "
                                          f"{per_partition} bytes per partition, but live tensors "
                                          f"hold {self.sbuf_bytes} of the {cap} bytes of an SBUF "
@@ -71,7 +91,8 @@ class KernelRun:
                                          f"{per_partition} bytes per partition; a PSUM partition "
                                          f"holds {self.limits.psum_bytes_per_partition} "
                                          f"({self.limits.psum_banks} banks of {bank})")
-            if self.psum_banks + banks > self.limits.psum_banks:
+            placed = memory.place_auto(per_partition, what)
+            if placed is None:
                 raise NkiValidationError("psum-capacity", f"nl.ndarray {what} needs "
                                          f"{banks} PSUM bank(s) of {bank} bytes per partition, "
                                          f"but live tensors hold {self.psum_banks} of the "
@@ -84,7 +105,29 @@ class KernelRun:
         storage = buf.Storage(buffer, data, dtype, shape, name)
         if self.computes:
             fill_uninitialized(data, dtype)
-        weakref.finalize(storage, _release, weakref.ref(self), *cost)
+        weakref.finalize(storage, _release, weakref.ref(self), *cost, memory, placed[0])
+        return storage
+
+    def _place(self, shape, dtype, buffer, name, what, per_partition, memory,
+               address) -> buf.Storage:
+        """An explicitly placed tensor: a window of its memory's image at `address`."""
+        try:
+            p0, start = (int(a) for a in address)
+        except (TypeError, ValueError):
+            raise NkiValidationError("address-range", f"nl.ndarray {what}: address={address!r} "
+                                     "must be (partition_offset, free_offset_in_bytes)") from None
+        if start % dtype.itemsize:
+            raise NkiValidationError("address-align", f"nl.ndarray {what}: free offset {start} "
+                                     f"bytes is not a multiple of {dtype}'s {dtype.itemsize} bytes")
+        token = memory.place_explicit(p0, shape[0], start, per_partition, what)
+        image = memory.bytes_image(self.computes)
+        data = image.view(dtype.storage)
+        pitch = memory.capacity // dtype.itemsize
+        written = memory.written_mask(dtype.storage, data.numel()) \
+            if buffer.kind == "psum" and self.computes else None
+        storage = buf.Storage(buffer, data, dtype, shape, name, pitch=pitch,
+                              base=p0 * pitch + start // dtype.itemsize, written=written)
+        weakref.finalize(storage, _release, weakref.ref(self), None, 0, memory, token)
         return storage
 
     def _allocate_hbm(self, shape, dtype, buffer, name) -> buf.Storage:
@@ -122,10 +165,11 @@ class KernelRun:
         return self.vector_accumulators
 
 
-def _release(run_ref, attr: str, amount: int) -> None:
+def _release(run_ref, attr: str | None, amount: int, memory: OnChipMemory, token: int) -> None:
     run = run_ref()
-    if run is not None:
+    if run is not None and attr is not None:
         setattr(run, attr, getattr(run, attr) - amount)
+    memory.release(token)
 
 
 def fill_uninitialized(data: torch.Tensor, dtype: dt.NkiDtype) -> None:

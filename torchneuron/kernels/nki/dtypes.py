@@ -137,6 +137,13 @@ def promote(a: NkiDtype, b: NkiDtype) -> NkiDtype:
     return {1: int16, 2: int32}.get(unsigned.itemsize, float32)  # int64 does not exist on chip
 
 
+def float32_constant(value) -> float:
+    """A Python number as the float32 an engine holds: kernels write float32's extremes in
+    decimal (-3.4028235e38 for its lowest, used as minus infinity), which as a double lies just
+    beyond float32's range, so torch refuses it as an overflow; float32 rounds it to the extreme."""
+    return float(np.float32(value))
+
+
 def scalar_dtype(value) -> NkiDtype:
     """Weakly typed scalars are inferred as the widest hardware type (documented)."""
     if isinstance(value, (bool, np.bool_)):

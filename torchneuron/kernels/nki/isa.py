@@ -4,6 +4,7 @@ themselves; docs/nki.md lists both sets."""
 
 from __future__ import annotations
 
+from . import isa_enums as constants  # noqa: F401  (nki.isa.constants)
 from .context import current
 from .errors import NkiUnsupportedError, NkiValidationError  # noqa: F401  (nisa.NkiValidationError)
 from .isa_elementwise import (activation, activation_reduce, affine_select, dropout,  # noqa: F401
@@ -13,6 +14,9 @@ from .isa_elementwise import (activation, activation_reduce, affine_select, drop
 from .isa_enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode,  # noqa: F401
                         nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine,
                         unknown_engine, vector_engine)
+from .cores import core_barrier  # noqa: F401
+from .isa_select import nc_find_index8, nc_match_replace8, range_select  # noqa: F401
+from .isa_shuffle import nc_stream_shuffle  # noqa: F401
 from .isa_memory import dma_copy, dma_transpose, memset, tensor_copy  # noqa: F401
 from .isa_reduce import (bn_aggr, bn_stats, max8, tensor_partition_reduce,  # noqa: F401
                          tensor_reduce, tensor_scalar_reduce)
@@ -32,20 +36,15 @@ UNSUPPORTED = {
     "dma_compute": "compute inside DMA engines",
     "local_gather": "GpSimd cross-partition gather",
     "nc_n_gather": "GpSimd in-partition gather",
-    "nc_stream_shuffle": "cross-partition shuffle",
     "sendrecv": "NeuronCore-to-NeuronCore exchange in an LNC group",
-    "core_barrier": "NeuronCore barrier in an LNC group",
     "rng": "the engines' random number generator",
     "rand2": "the engines' random number generator",
     "rand_set_state": "the engines' random number generator",
     "rand_get_state": "the engines' random number generator",
     "set_rng_seed": "the engines' random number generator",
     "sequence_bounds": "segment bounds on GpSimd",
-    "nc_find_index8": "index search on the Vector Engine",
-    "nc_match_replace8": "match-replace on the Vector Engine",
     "nonzero_with_count": "GpSimd nonzero compaction",
     "tensor_scalar_cumulative": "cumulative Vector Engine accumulators",
-    "range_select": "range selection with Vector Engine accumulators",
     "select_reduce": "selection with Vector Engine accumulators",
     "tensor_copy_dynamic_src": "dynamic (register) addressing",
     "tensor_copy_dynamic_dst": "dynamic (register) addressing",

@@ -270,7 +270,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     if not run.computes:
         return
     keep = cmp_op.binary(values.to(torch.float32), torch.zeros(1)) != 0
-    fill = torch.tensor(float(on_false_value)).to(torch.float32)  # FP32_MIN etc. round, not fail
+    fill = torch.tensor(dt.float32_constant(on_false_value))  # FP32_MIN etc. round, not fail
     store(dst, torch.where(keep, matrix(on_true_tile), fill), run)
 
 

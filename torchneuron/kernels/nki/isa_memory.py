@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from . import dtypes as dt
 from .context import current
 from .errors import describe
 from .isa_common import as_engine, require_engine_reach
@@ -50,7 +51,29 @@ def dma_copy(dst, src, priority=None, oob_mode=OobMode.error, dge_mode=DgeMode.u
         fail("dma-mode", f"{I}: engine={eng} is valid only as engine.sync or engine.scalar "
              "with dge_mode=hwdge")
     if run.computes:
-        _move(dst, src, run)
+        if src.is_indirect() or dst.is_indirect():
+            _indirect_move(I, dst, src, oob_mode is OobMode.skip, run)
+        else:
+            _move(dst, src, run)
+
+
+def _indirect_move(I, dst, src, skip: bool, run) -> None:
+    """A gather (indirect src) or scatter (indirect dst); with oob_mode=skip, rows whose index is
+    out of bounds are left out: a gather leaves those dst elements as they were."""
+    if src.is_indirect():
+        address, valid = src.addresses(I, skip)
+        bits = src.storage.typed(src.dtype)[address]
+    else:
+        bits, valid = src.raw(), None
+    if dst.dtype is not src.dtype:
+        bits = dt.from_float32(dt.to_float32(bits, src.dtype), dst.dtype)
+    bits = bits.reshape(dst.shape)
+    if dst.is_indirect():  # a row the gather skipped is not scattered either
+        dst.scatter(bits, run, I, skip, also=None if valid is None else valid.reshape(dst.shape))
+        return
+    if valid is not None and not bool(valid.all()):
+        bits = torch.where(valid.reshape(dst.shape), bits, dst.raw())
+    dst.write_raw(bits.reshape(-1), run)
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=DgeMode.unknown,
@@ -80,7 +103,9 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=DgeMode.unknown,
         dst.write_raw(src.raw().permute(axes).contiguous(), run)
 
 
-def tensor_copy(dst, src, engine=Engine.unknown, name=None):
+def tensor_copy(dst, src, engine=Engine.unknown, dtype=None, name=None):
+    """dtype= (as AWS's tutorials call it) is the engine's output type: values are rounded to
+    it, then stored as dst's dtype."""
     I = "nisa.tensor_copy"
     run = current()
     eng = as_engine(I, engine)
@@ -91,8 +116,12 @@ def tensor_copy(dst, src, engine=Engine.unknown, name=None):
     require_engine_reach(I, eng, {"dst": dst, "src": src})
     if eng is Engine.tensor:
         fail("operand-type", f"{I}: engine must be vector, scalar or gpsimd")
+    cast = dt.as_nki_dtype(dtype) if dtype is not None else None
     if run.computes:
-        _move(dst, src, run)
+        if cast is None or cast is dst.dtype:
+            _move(dst, src, run)
+        else:
+            dst.write(dt.to_float32(dt.from_float32(src.read_f32(), cast), cast).reshape(-1), run)
 
 
 def memset(dst, value, engine=Engine.unknown, name=None):
@@ -107,5 +136,6 @@ def memset(dst, value, engine=Engine.unknown, name=None):
         fail("operand-type", f"{I}: value={value!r} must be a compile-time constant")
     if run.computes:
         exact = isinstance(value, int) and dst.dtype.is_integer
-        fill = torch.full((dst.size,), value, dtype=torch.int64 if exact else torch.float32)
+        fill = torch.full((dst.size,), value) if exact else \
+            torch.full((dst.size,), dt.float32_constant(value), dtype=torch.float32)
         dst.write(fill, run)

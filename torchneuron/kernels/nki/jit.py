@@ -18,6 +18,7 @@ import torch
 
 from .arguments import CallFrame
 from .context import KernelRun, running
+from .cores import Cores
 from .rules import resolve_target
 
 
@@ -51,14 +52,29 @@ class Kernel:
         run = KernelRun(limits, device, computes=not frame.tracing, grid=self.grid)
         wrapped_args = [frame.wrap(a, self._arg_name(i)) for i, a in enumerate(args)]
         wrapped_kwargs = {k: frame.wrap(v, k) for k, v in kwargs.items()}
-        programs = itertools.product(*(range(g) for g in self.grid)) if self.grid else [()]
-        result = None
+        programs = list(itertools.product(*(range(g) for g in self.grid))) if self.grid else []
+        results = {}
+
+        def program(core_run, ids):
+            def body():
+                core_run.program_ids = ids
+                with running(core_run):
+                    results[ids] = self.fn(*wrapped_args, **wrapped_kwargs)
+            return body
+
         try:
+            if programs:  # one core per program, sharing HBM (see cores.py)
+                cores = Cores(len(programs))
+                runs = [run] + [KernelRun(limits, device, computes=not frame.tracing,
+                                          grid=self.grid, shared=run) for _ in programs[1:]]
+                for core_run in runs:
+                    core_run.cores = cores
+                cores.run([program(r, ids) for r, ids in zip(runs, programs)])
+                result = results[programs[-1]]
+            else:
+                program(run, ())()
+                result = results[()]
             with running(run):
-                for program in programs:
-                    run.program_ids = program
-                    run.hbm_counter = 0  # the k-th shared_hbm allocation is one tensor
-                    result = self.fn(*wrapped_args, **wrapped_kwargs)
                 outputs = frame.unwrap(result, run)
         except BaseException as error:
             for storage in run.staged:  # the arguments keep their contents

@@ -32,8 +32,7 @@ float8_e4m3, float8_e5m2, float8_e4m3fn = _dt.float8_e4m3, _dt.float8_e5m2, _dt.
 float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = _dt.UNSUPPORTED  # refused where used
 
 
-class NKIObject:
-    """Base class of user classes passed to kernels (the language guide's class support)."""
+from .objects import NKIObject  # noqa: E402,F401
 
 
 # ---- tile sizes ----------------------------------------------------------------------------------
@@ -67,10 +66,30 @@ def _shape(shape) -> tuple:
     return (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
 
 
-def ndarray(shape, dtype, buffer=None, name=""):
+def ndarray(shape, dtype, buffer=None, name="", address=None):
+    """A new tensor; `address=(partition_offset, free_offset_in_bytes)` places an on-chip tensor
+    explicitly (tensors placed at one address share memory, as on the chip)."""
     run = _current()
     dtype, buffer = _dt.as_nki_dtype(dtype), as_buffer(buffer)
-    return NkiTensor.whole(run.allocate(_shape(shape), dtype, buffer, name))
+    return NkiTensor.whole(run.allocate(_shape(shape), dtype, buffer, name, address))
+
+
+def shared_constant(constant, dtype=None):
+    """A shared-HBM tensor holding `constant` (a numpy array, a tensor or the path of a .npy
+    file), as the compiler embeds it in the binary."""
+    if isinstance(constant, (str, bytes)) or hasattr(constant, "__fspath__"):
+        import numpy as np
+        constant = np.load(constant)
+    values = torch.as_tensor(constant)
+    if dtype is None:
+        dtype = values.dtype
+    dtype = _dt.as_nki_dtype(dtype)
+    t = ndarray(tuple(values.shape) or (1,), dtype, shared_hbm, "shared_constant")
+    run = _current()
+    if run.computes:
+        t.write(values.reshape(-1) if values.is_floating_point() or dtype.is_float
+                else values.to(torch.int64).reshape(-1), run)
+    return t
 
 
 def _filled(shape, value, dtype, buffer, name):
@@ -78,7 +97,8 @@ def _filled(shape, value, dtype, buffer, name):
     run = _current()
     if run.computes:
         exact = isinstance(value, int) and t.dtype.is_integer
-        t.write(torch.full((t.size,), value, dtype=torch.int64 if exact else torch.float32), run)
+        t.write(torch.full((t.size,), value) if exact else
+                torch.full((t.size,), _dt.float32_constant(value)), run)
     return t
 
 
@@ -381,11 +401,17 @@ def load_transpose2d(src, dtype=None):
     return dst
 
 
-def copy(x, dtype=None):
+def _copy(x, dtype=None):
+    """nl.copy(x): a new SBUF tile with x's values. nl.copy is also the Scalar Engine's identity
+    activation (nisa.activation(op=nl.copy)), so the name is the operator, calling this."""
     _tile("nl.copy", x)
     dst = ndarray(x.shape, dtype or x.dtype, sbuf, x.name)
     _isa.tensor_copy(dst=dst, src=x)
     return dst
+
+
+_ops.copy.function = _copy
+copy = _ops.copy
 
 
 def matmul(x, y, transpose_x=False):

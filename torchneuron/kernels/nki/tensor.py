@@ -48,7 +48,10 @@ class NkiTensor:
         for s in reversed(shape):
             strides.append(step)
             step *= s
-        return cls(storage, shape, tuple(reversed(strides)), 0, storage.dtype)
+        strides.reverse()
+        if storage.pitch is not None:  # explicitly placed: partitions lie a memory row apart
+            strides[0] = storage.pitch
+        return cls(storage, shape, tuple(strides), storage.base, storage.dtype)
 
     # ---- attributes ----------------------------------------------------------------------------
 
@@ -323,14 +326,20 @@ class NkiTensor:
 
     def ap(self, pattern, offset=None, dtype=None, scalar_offset=None, vector_offset=None,
            indirect_dim=None) -> "NkiTensor":
-        """A raw access pattern [[stride, count], ...] on the underlying storage."""
-        if scalar_offset is not None or vector_offset is not None:
-            raise NkiUnsupportedError("ap(scalar_offset=/vector_offset=) (indirect DMA gather or "
-                                      "scatter) is not supported by the software NeuronCore")
+        """A raw access pattern [[stride, count], ...] on the underlying storage; with
+        scalar_offset= or vector_offset= an indirect one (indirect.py)."""
         dtype = dt.as_nki_dtype(dtype) if dtype is not None else self.dtype
         strides = [int(p[0]) for p in pattern]
         shape = [int(p[1]) for p in pattern]
-        offset = self.offset if offset is None else int(offset)
+        storage = self._storage
+        offset = self.offset if offset is None else storage.locate(int(offset))
+        if storage.pitch is not None and self.on_chip and strides[0] == storage.free_size:
+            strides[0] = storage.pitch  # the kernel counts partitions in its tensor's free size
+        if scalar_offset is not None or vector_offset is not None:
+            from .indirect import IndirectView
+            return IndirectView(self, shape, strides, offset, dtype,
+                                0 if indirect_dim is None else indirect_dim,
+                                scalar=scalar_offset, vector=vector_offset)
         if self.on_chip and strides[0] != self._storage.partition_stride:
             raise NkiValidationError("partition-stride", f"{describe(self)}: ap partition "
                                      f"stride {strides[0]} must equal the storage's free size "

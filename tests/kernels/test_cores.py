@@ -1,0 +1,90 @@
+"""The multi-core model: kernel[2](...) runs one program per NeuronCore of a Logical NeuronCore,
+the cores share HBM and wait for each other at nisa.core_barrier; misuse of the barrier fails
+with the core-barrier rule instead of hanging."""
+
+import pytest
+import torch
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from torchneuron.kernels.nki import NkiValidationError
+
+
+@nki.jit
+def exchange_halves(x):
+    """Core c scales its half of x into a shared scratch, waits at the barrier, then reads the
+    OTHER core's half: correct only if the barrier lets the other core write first."""
+    c = nl.program_id(0)
+    half = x.shape[0] // 2
+    scratch = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    mine = nl.ndarray((half, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=x[c * half:(c + 1) * half, :])
+    scaled = nl.ndarray(mine.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=scaled, data=mine, op0=nl.multiply, operand0=float(c + 2))
+    nisa.dma_copy(dst=scratch[c * half:(c + 1) * half, :], src=scaled)
+    nisa.core_barrier(scratch, (0, 1))
+    other = 1 - c
+    theirs = nl.ndarray(mine.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=theirs, src=scratch[other * half:(other + 1) * half, :])
+    nisa.dma_copy(dst=out[c * half:(c + 1) * half, :], src=theirs)
+    return out
+
+
+def test_cores_exchange_through_shared_hbm_after_a_barrier():
+    x = torch.randn(64, 24)
+    out = exchange_halves[2](x.to("neuron")).cpu()
+    expected = torch.cat([x[32:] * 3.0, x[:32] * 2.0])
+    torch.testing.assert_close(out, expected)
+
+
+def test_barrier_needs_a_two_core_launch():
+    with pytest.raises(NkiValidationError, match=r"\[core-barrier\].*launched on one core; a "
+                       r"barrier needs a launch on two cores"):
+        exchange_halves(torch.randn(8, 4))
+
+
+def barrier_kernel(cores=(0, 1), buffer=nl.shared_hbm, only_core=None):
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((4, 4), nl.float32, buffer=buffer, name="flag")
+        if only_core is None or nl.program_id(0) == only_core:
+            nisa.core_barrier(t, cores)
+        out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+        return out
+    return k[2]
+
+
+def test_barrier_rules():
+    with pytest.raises(NkiValidationError, match=r"\[core-barrier\].*cores=\(0, 2\)"):
+        barrier_kernel(cores=(0, 2))(torch.zeros(1))
+    with pytest.raises(NkiValidationError, match=r"\[core-barrier\].*data 'flag' \(sbuf, shape "
+                       r"\(4, 4\), float32\) must be a tensor in shared HBM"):
+        barrier_kernel(buffer=nl.sbuf)(torch.zeros(1))
+
+
+@pytest.mark.parametrize("only_core", [0, 1])
+def test_a_barrier_only_one_core_reaches_is_refused(only_core):
+    other = 1 - only_core
+    with pytest.raises(NkiValidationError, match=rf"\[core-barrier\].*core {only_core} waits "
+                       rf"at a barrier on 'flag'.*core {other} .*returned without reaching it"):
+        barrier_kernel(only_core=only_core)(torch.zeros(1))
+
+
+def test_programs_without_barriers_still_run_in_order():
+    """An SPMD grid without barriers: each program writes its own tile, as before."""
+    @nki.jit
+    def k(x):
+        i, j = nl.program_id(0), nl.program_id(1)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((8, 8), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[i * 8:(i + 1) * 8, j * 8:(j + 1) * 8])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(i * 10 + j))
+        nisa.dma_copy(dst=out[i * 8:(i + 1) * 8, j * 8:(j + 1) * 8], src=t)
+        return out
+
+    x = torch.randn(24, 16)
+    bias = torch.tensor([[i * 10 + j for j in range(2)] for i in range(3)], dtype=torch.float32)
+    expected = x + bias.repeat_interleave(8, 0).repeat_interleave(8, 1)
+    torch.testing.assert_close(k[3, 2](x), expected)

@@ -1,0 +1,123 @@
+"""The multi-core model: a kernel launched on several NeuronCores (`kernel[2](...)`, a Logical
+NeuronCore of two physical cores) runs one program per core; the cores share HBM (nl.shared_hbm)
+and wait for each other at nisa.core_barrier.
+
+Each program runs in its own thread, but only one runs at a time and the order is fixed: program 0
+until it returns or reaches a barrier, then the next, and so on. So results do not depend on the
+host's scheduling, a kernel without barriers runs exactly as its programs would one after the
+other, and a barrier lets the other core catch up before the first goes on. A barrier one core
+never reaches is refused (rule `core-barrier`) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .context import current
+from .errors import NkiValidationError, describe
+from .isa_common import require_arch
+from .rules import fail
+from .tensor import NkiTensor
+
+
+class _Aborted(BaseException):
+    """Ends a program whose sibling failed (never seen by the caller)."""
+
+
+class Cores:
+    def __init__(self, count: int):
+        self.count = count
+        self.cond = threading.Condition()
+        self.turn = 0
+        self.state = ["ready"] * count  # ready, waiting (at a barrier) or done
+        self.arrived: dict[int, str] = {}  # core -> what it waits on
+        self.error: BaseException | None = None
+
+    def run(self, bodies) -> None:
+        """Runs bodies[i]() as core i, in the order described above; re-raises a failure."""
+        threads = [threading.Thread(target=self._program, args=(i, body), daemon=True,
+                                    name=f"nki-core-{i}") for i, body in enumerate(bodies)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _program(self, me: int, body) -> None:
+        try:
+            self._wait_turn(me)
+            body()
+            self._finish(me)
+        except _Aborted:
+            pass
+        except BaseException as error:  # noqa: BLE001 - handed to the launching thread
+            with self.cond:
+                if self.error is None:
+                    self.error = error
+                self.cond.notify_all()
+
+    def _wait_turn(self, me: int) -> None:
+        with self.cond:
+            while (self.turn != me or self.state[me] == "waiting") and self.error is None:
+                self.cond.wait()
+            if self.error is not None:
+                raise _Aborted
+
+    def _pass_turn(self, me: int) -> bool:
+        for step in range(1, self.count + 1):
+            other = (me + step) % self.count
+            if self.state[other] == "ready":
+                self.turn = other
+                self.cond.notify_all()
+                return True
+        return False
+
+    def _finish(self, me: int) -> None:
+        with self.cond:
+            self.state[me] = "done"
+            if self.arrived:
+                waiter, what = next(iter(self.arrived.items()))
+                self.error = NkiValidationError(
+                    "core-barrier", f"nisa.core_barrier: core {waiter} waits at a barrier on "
+                    f"{what}, but core {me} returned without reaching it; every core of the "
+                    "barrier must call it the same number of times")
+                self.cond.notify_all()
+                return
+            self._pass_turn(me)
+
+    def barrier(self, me: int, what: str) -> None:
+        with self.cond:
+            self.arrived[me] = what
+            if len(self.arrived) == self.count:  # the last core to arrive goes on at once
+                for core in self.arrived:
+                    self.state[core] = "ready"
+                self.arrived.clear()
+                return
+            self.state[me] = "waiting"
+            done = [c for c in range(self.count) if self.state[c] == "done"]
+            if done:
+                raise NkiValidationError(
+                    "core-barrier", f"nisa.core_barrier: core {me} waits at a barrier on {what}, "
+                    f"but core {done[0]} already returned without reaching it")
+            self._pass_turn(me)
+        self._wait_turn(me)
+
+
+def core_barrier(data, cores, engine=None, name=None):
+    """Waits until every core of `cores` (the two cores of the launch, (0, 1)) has reached this
+    barrier; their writes to the shared HBM tensor `data` before it are seen after it."""
+    I = "nisa.core_barrier"
+    run = current()
+    require_arch(I, "gen3")
+    if not isinstance(data, NkiTensor) or data.buffer.name != "shared_hbm":
+        fail("core-barrier", f"{I}: data "
+             f"{describe(data) if isinstance(data, NkiTensor) else repr(data)} must be a tensor "
+             "in shared HBM (nl.shared_hbm), the memory the cores share")
+    if tuple(int(c) for c in cores) != (0, 1):
+        fail("core-barrier", f"{I}: cores={tuple(cores)!r}; the barrier synchronizes the two "
+             "cores of a Logical NeuronCore, cores=(0, 1)")
+    if run.grid != (2,) or run.cores is None:
+        fail("core-barrier", f"{I} on {describe(data)}: the kernel was launched on "
+             f"{run.grid or 'one core'}; a barrier needs a launch on two cores (kernel[2](...))")
+    run.cores.barrier(run.program_ids[0], describe(data))
