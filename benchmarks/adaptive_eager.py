@@ -4,14 +4,15 @@ Every mode torchneuron's configuration accepts (EAGER_MODES in torchneuron/runti
 a new mode such as fused is picked up) and native CPU PyTorch each run in a process of their own,
 started together and timed in interleaved rounds (each round times a case once in every process,
 so all sides see the same machine load), at the same intra-op thread count. The CPU process runs
-with glibc told to keep freed memory (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ at
-4 GiB), so that a caching allocator alone is not counted as a win. Cases: a chain of 20
+with glibc told to keep freed memory (benchmarks/timing.py's KEEP_FREED_MEMORY), so that a
+caching allocator alone is not counted as a win. Cases: a chain of 20
 pointwise ops on 1M floats; a Llama-style decoder block's training step in plain ops (256 tokens,
 hidden 512, 8 heads, SwiGLU 1376; RMSNorm as pow/mean/rsqrt/mul, rotary embeddings, causal
 attention as matmul + mask + softmax, AdamW's per-tensor loop on both sides); the demo GPT's
 training step and the small cases of benchmarks/eager_overhead.py. Every call's return value
 is held until its batch has been timed, on every side: a program uses what it computes, and
-the fused mode never computes a result nothing holds. A figure is seconds per call,
+the fused mode never computes a result nothing holds; a neuron batch ends with
+torch.neuron.synchronize. A figure is seconds per call,
 the median over the rounds with the spread (min-max); a ratio is CPU time / neuron time (above
 1: neuron is faster), marked `*` where it misses the fused mode's target (pointwise chain 2x,
 decoder block 1.15x, GPT step 1x, small cases at most 1.2x the CPU's time). "= sync" says
@@ -43,14 +44,11 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
-from timing import median, seconds_per_call
+from timing import KEEP_FREED_MEMORY, finish_for, median, seconds_per_call
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for demo.gpt, which eager_overhead's GPT step imports
 
-# glibc keeps freed memory in the CPU process: allocations below the mmap threshold come from the
-# heap, and the heap is not trimmed below this much free memory (glibc 2.36 accepts 4 GiB).
-KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(1 << 32), "MALLOC_TRIM_THRESHOLD_": str(1 << 32)}
 PROTOCOL = "@@adaptive_eager "  # marks a worker's replies among anything else it prints
 CHECK_CALLS = 2  # calls of each fresh case before its results are compared with the sync mode's
 
@@ -82,8 +80,7 @@ class Case:
     number: int  # calls per timed batch
     target: float  # the CPU/neuron ratio asked of the fused mode (issue 27)
     # Whether a timed batch holds every call's return value until it is timed (see the module's
-    # docstring). The small cases drop theirs, as benchmarks/eager_overhead.py times them: each is
-    # one op that runs on an idle device at the call, never held in a chain, so nothing is skipped.
+    # docstring); every case does, as benchmarks/eager_overhead.py times them.
     keep_results: bool = True
 
 
@@ -186,8 +183,7 @@ def build_cases(device: str, sizes: Sizes) -> dict[str, Case]:
         "GPT (demo) training step": Case(eager_overhead.demo_gpt_step(device), sizes.calls(2), 1.0),
     }
     for name, (fn, number) in eager_overhead.small_op_cases(device).items():
-        cases[name] = Case(fn, sizes.calls(number), target=1 / 1.2,  # at most 1.2x CPU time
-                           keep_results=False)
+        cases[name] = Case(fn, sizes.calls(number), target=1 / 1.2)  # at most 1.2x CPU time
     return cases
 
 
@@ -323,15 +319,23 @@ def warm_up(case: Case, device: str, first: bool) -> None:
     calls(1)  # the first call that replays the compiled chains (installing them costs once)
 
 
+def time_case(case: Case, device: str) -> tuple[float, int]:
+    """Seconds per call of a timed batch of `case` (its clock stopped after the device finished)
+    and the minor page faults the batch took."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    seconds = seconds_per_call(case.fn, case.number, finish=finish_for(device),
+                               keep_results=case.keep_results)
+    return seconds, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
 def serve(side: str, threads: int, sizes: Sizes) -> None:
     """Answers the parent's requests on stdin, one JSON line each, until "quit"."""
     device = "cpu" if side == "cpu" else "neuron"
     torch.set_num_threads(threads)
-    finish = None
+    finish = finish_for(device)
     if device == "neuron":
         import torchneuron
 
-        finish = torch.neuron.synchronize
         actual = torchneuron.runtime.execution.mode()
         if actual != side:
             raise SystemExit(f"worker for mode {side!r} runs in mode {actual!r}")
@@ -344,10 +348,7 @@ def serve(side: str, threads: int, sizes: Sizes) -> None:
             case = cases[request["case"]]
             warm_up(case, device, first=request["case"] not in warmed)
             warmed.add(request["case"])
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            seconds = seconds_per_call(case.fn, case.number, finish=finish,
-                                       keep_results=case.keep_results)
-            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+            seconds, faults = time_case(case, device)
             reply({"seconds": seconds, "page_faults": faults})
         elif request["op"] == "check":
             cases.clear()  # fresh copies: a fused mode's compiled chains are hot by now
@@ -503,7 +504,8 @@ def render(header: list[str], body: list[list[str]], markdown: bool) -> str:
 
 def report(rows: list[Row], faults: dict[str, int], args: argparse.Namespace,
            load_before: float) -> None:
-    print(f"torch {torch.__version__}, {args.threads} intra-op threads on every side, "
+    print(f"torch {torch.__version__}, eager modes {', '.join(sides()[1:])} (NEURON_EAGER_MODE, "
+          f"a process each), {args.threads} intra-op threads on every side, "
           f"median (min-max) of {args.repeats} interleaved rounds; time per call; "
           f"load average {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end.\n")
     print(render(*table(rows), args.markdown))

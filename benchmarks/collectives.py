@@ -6,7 +6,10 @@ interleaved round by round so both see the same machine load (the machine may be
 Bus bandwidth follows nccl-tests: all_reduce moves 2(n-1)/n of the buffer per rank, all_gather
 (n-1)/n of the gathered output. Then a DDP training step: its time over the same step in a single
 process, for neuron/neuron and for CPU/gloo. Target: from 1 MiB up, neuron's bandwidth at least
-0.9x gloo's; `NEURON_DIST_CHECK=0` measures without the ranks' shape check.
+0.9x gloo's; `NEURON_DIST_CHECK=0` measures without the ranks' shape check. A neuron batch ends
+with torch.neuron.synchronize (queued work counts, in every eager mode), the optimizer runs its
+per-tensor loop (`foreach=False`) on both backends, and each process keeps freed memory
+(benchmarks/timing.py's keep_freed_memory).
 Run: `.venv/bin/python benchmarks/collectives.py [--rounds 9] [--quick]` (`--quick`: sizes up
 to 16 MiB).
 """
@@ -22,7 +25,7 @@ import sys
 
 import torch
 import torch.distributed as dist
-from timing import median, seconds_per_call
+from timing import finish_for, keep_freed_memory, median, seconds_per_call, settings
 
 WORLD = 2
 KiB, MiB = 1 << 10, 1 << 20
@@ -40,9 +43,18 @@ def calls_for(nbytes: int) -> int:
     return max(2, min(200, (64 * MiB) // nbytes))
 
 
-def time_calls(fn, calls: int, group) -> float:
-    dist.barrier(group=group)  # start together: the slower rank sets the pace anyway
-    return seconds_per_call(fn, calls)
+def threads() -> int:
+    """One intra-op thread per process per core, as torchrun sets OMP_NUM_THREADS: with two
+    processes of two threads each on two cores, OpenMP's waiting threads take the core from the
+    other process and a DDP step's time swings by 2x from round to round."""
+    return max(1, (os.cpu_count() or 1) // WORLD)
+
+
+def time_calls(fn, calls: int, group, device: torch.device) -> float:
+    """Seconds per call of `calls` calls of `fn` on `device`, the ranks started together (the
+    slower rank sets the pace anyway), the clock stopped once the device ran them."""
+    dist.barrier(group=group)
+    return seconds_per_call(fn, calls, finish=finish_for(device), keep_results=True)
 
 
 def bus_bandwidth(rounds: int, sizes: list[int], neuron_group, gloo_group) -> list[tuple]:
@@ -73,7 +85,7 @@ def bus_bandwidth(rounds: int, sizes: list[int], neuron_group, gloo_group) -> li
             for i in range(rounds):
                 t = {}
                 for kind in (("neuron", "gloo") if i % 2 == 0 else ("gloo", "neuron")):
-                    t[kind] = time_calls(fns[kind], calls, groups[kind])
+                    t[kind] = time_calls(fns[kind], calls, groups[kind], bufs[kind][0].device)
                     best[kind] = min(best[kind], t[kind])
                 ratios.append(t["gloo"] / t["neuron"])
             bw = {k: nbytes * factor / best[k] / 1e9 for k in best}
@@ -98,26 +110,26 @@ def ddp_step_overhead(rounds: int, neuron_group, gloo_group) -> dict[str, tuple[
                                        torch.nn.Linear(1024, 10)).to(dev)
         x, y = torch.randn(64, 512, device=dev), torch.randint(0, 10, (64,), device=dev)
         for name, model in (("single", make()), ("ddp", DDP(make(), process_group=group))):
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            # foreach=False on both: PyTorch's default is foreach on PrivateUse1, a loop on CPU.
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, foreach=False)
             def step(model=model, opt=opt, x=x, y=y):
                 opt.zero_grad()
-                torch.nn.functional.cross_entropy(model(x), y).backward()
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
                 opt.step()
+                return loss.detach()
             step()
-            steps[(kind, name)] = (step, group)
+            steps[(kind, name)] = (step, group, dev)
     times = {key: [] for key in steps}
     for _ in range(rounds):
-        for key, (step, group) in steps.items():
-            times[key].append(time_calls(step, 10, group))
+        for key, (step, group, dev) in steps.items():
+            times[key].append(time_calls(step, 10, group, dev))
     return {kind: (median(times[(kind, "single")]), median(times[(kind, "ddp")]))
             for kind in ("neuron", "gloo")}
 
 
 def worker(rank: int, port: int, args, queue) -> None:
-    # One intra-op thread per process per core, as torchrun sets OMP_NUM_THREADS: with two
-    # processes of two threads each on two cores, OpenMP's waiting threads take the core from the
-    # other process and a DDP step's time swings by 2x from round to round.
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORLD))
+    torch.set_num_threads(threads())
     torch.neuron.set_device(rank)
     dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=WORLD, timeout=datetime.timedelta(minutes=10))
@@ -141,6 +153,7 @@ def human(nbytes: int) -> str:
 
 
 def main() -> None:
+    keep_freed_memory()  # the ranks inherit it: gloo's CPU tensors as neuron's cached blocks
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="sizes up to 16 MiB only")
@@ -163,7 +176,8 @@ def main() -> None:
 
 
 def text_report(rounds: int, check: str, rows, ddp) -> str:
-    lines = [f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, best of "
+    lines = [f"{settings(threads())} at the end",
+             f"bus bandwidth, {WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, best of "
              f"{rounds} rounds (GB/s); ratio = median over rounds of neuron/gloo; "
              f"shape check {check}",
              f"{'collective':<12}{'size':>9}{'neuron':>10}{'gloo cpu':>10}{'ratio':>8}"]
@@ -180,9 +194,9 @@ def text_report(rounds: int, check: str, rows, ddp) -> str:
 
 
 def markdown_report(rounds: int, check: str, rows, ddp) -> str:
-    lines = [f"{WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, torch "
-             f"{torch.__version__}, best of {rounds} rounds, shape check {check}, load average "
-             f"{os.getloadavg()[0]:.2f} at the end. Bus bandwidth in GB/s; ratio = median over "
+    lines = [f"{WORLD} processes on 127.0.0.1, {os.cpu_count()} CPU cores, "
+             f"{settings(threads())} at the end (per process), best of {rounds} rounds, shape "
+             f"check {check}. Bus bandwidth in GB/s; ratio = median over "
              "rounds of neuron/gloo (target from 1 MiB up: >= 0.9x).", "",
              "| collective | size | neuron | gloo on CPU | ratio |", "|---|---:|---:|---:|---:|"]
     for coll, nbytes, bw_n, bw_g, ratio in rows:

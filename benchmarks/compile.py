@@ -4,6 +4,10 @@ rounds, after compiling and warming up every variant. Prints milliseconds per ca
 ratios that matter, with their targets: neuron compiled / CPU compiled <= 1.10 (compiled neuron
 costs what compiled CPU does), and compiling speeds neuron up at least as much as the CPU.
 `NEURON_COMPILE_GEMM=aten` compares with the CPU's matmul kernels in compiled neuron graphs.
+A neuron batch ends with torch.neuron.synchronize (queued work counts, in every eager mode),
+every call's result is held until its batch is timed, the optimizer runs its per-tensor loop
+(`foreach=False`) on both devices, and the process keeps freed memory
+(benchmarks/timing.py's keep_freed_memory) so that the CPU's tensors are not page-faulted anew.
 Run: `.venv/bin/python benchmarks/compile.py [--threads 1] [--only CNN] [--clock cpu]` (about
 two minutes on 2 cores, most of it compiling).
 """
@@ -16,7 +20,7 @@ import sys
 import time
 
 import torch
-from timing import best_interleaved
+from timing import best_interleaved, finish_for, keep_freed_memory, settings
 from torchneuron.compile import onednn_gemm
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "compile"))
@@ -63,7 +67,8 @@ def cnn_inference(device: str, compiled: bool):
 def mlp_training_step(device: str, compiled: bool):
     torch.manual_seed(0)
     model = MLP(width=512).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    # foreach=False on both devices: PyTorch's default is foreach on PrivateUse1, a loop on CPU.
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
     x, y = torch.randn(256, 32, device=device), torch.randint(0, 8, (256,), device=device)
     fn = compiled_on(model, device, compiled)
 
@@ -72,6 +77,7 @@ def mlp_training_step(device: str, compiled: bool):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        return loss.detach()
 
     return step
 
@@ -84,16 +90,20 @@ WORKLOADS = {
 VARIANTS = (("neuron", False), ("neuron", True), ("cpu", False), ("cpu", True))
 
 
-def measure(rounds: int, clock=time.perf_counter) -> dict[str, dict[tuple[str, bool], float]]:
+def measure(rounds: int, clock=time.perf_counter, workloads=None
+            ) -> dict[str, dict[tuple[str, bool], float]]:
     results = {}
-    for name, (make, number) in WORKLOADS.items():
+    for name, (make, number) in (workloads or WORKLOADS).items():
         torch._dynamo.reset()  # each workload's graphs compiled as in a fresh process
         steps = {v: make(*v) for v in VARIANTS}
         for step in steps.values():  # compile and warm up before any timing
             step()
             step()
-        # Interleaved, so every variant sees the same machine load.
-        results[name] = best_interleaved(steps, number, rounds, clock)
+        # Interleaved, so every variant sees the same machine load; a neuron batch ends when the
+        # device has run it.
+        results[name] = best_interleaved(steps, number, rounds, clock,
+                                         finish={v: finish_for(v[0]) for v in VARIANTS},
+                                         keep_results=True)
     return results
 
 
@@ -109,6 +119,7 @@ def table(results) -> str:
 
 
 def main() -> None:
+    keep_freed_memory()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
@@ -124,8 +135,7 @@ def main() -> None:
     for name in [n for n in WORKLOADS if args.only and args.only not in n]:
         del WORKLOADS[name]
     results = measure(args.rounds, CLOCKS[args.clock])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.rounds} "
-          f"rounds, {args.clock} clock, load average {os.getloadavg()[0]:.2f} at the end, "
+    print(f"{settings()} at the end, best of {args.rounds} rounds, {args.clock} clock, "
           f"compiled neuron matmuls: {onednn_gemm.setting()} (NEURON_COMPILE_GEMM)"
           + (".\n" if args.markdown else ""))
     print(table(results))

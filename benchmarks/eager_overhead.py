@@ -4,13 +4,16 @@ Each case runs on neuron and on CPU in the same process, interleaved, best of se
 the ratio neuron/CPU is the overhead torchneuron adds (every neuron kernel is a CPU kernel).
 The last row is the demo's training loop (60 steps) in a fresh process per device, its peak
 resident memory (VmHWM); the CPU process does not load torchneuron at all. Targets: small ops
-<= 1.3x, model steps <= 1.05x, allocator <= 1.2x, peak memory <= 1.1x. The MLP's AdamW step
-may come out faster on neuron: PyTorch picks the `foreach` optimizer implementation for every
-PrivateUse1 device, as for CUDA, where the CPU uses the per-tensor loop.
-Each neuron batch ends with `torch.neuron.synchronize()`, so that queued work counts when the
-device executes asynchronously (`--mode async`, NEURON_EAGER_MODE).
-Run: `.venv/bin/python benchmarks/eager_overhead.py [--threads 1] [--mode sync|async]` (or
-`make bench`) from the repository root.
+<= 1.3x, model steps <= 1.05x, allocator <= 1.2x, peak memory <= 1.1x. The optimizers run
+AdamW's per-tensor loop (`foreach=False`) on both sides: PyTorch's default is `foreach` on
+PrivateUse1 devices, as on CUDA, and the loop on the CPU, which would compare two programs.
+Each neuron batch ends with `torch.neuron.synchronize()`, so that queued work counts in every
+eager mode (`--mode`, NEURON_EAGER_MODE), and every call's return value is held until its batch
+is timed, on both sides (a deferring mode may skip a result nothing holds). The process runs
+with glibc told to keep freed memory (benchmarks/timing.py's keep_freed_memory), so that the
+CPU's tensors are not page-faulted afresh on every call while neuron's allocator caches its own.
+Run: `.venv/bin/python benchmarks/eager_overhead.py [--threads 1] [--mode sync|async|fused]`
+(or `make bench`) from the repository root.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import sys
 from typing import Callable
 
 import torch
-import torchneuron
-from timing import best_interleaved
+from timing import KEEP_FREED_MEMORY, best_interleaved, finish_for, keep_freed_memory, settings
+
+from torchneuron.runtime.config import EAGER_MODES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for demo.gpt
@@ -66,7 +70,7 @@ def demo_gpt_step(device: str) -> Callable[[], None]:
     from demo.gpt import GPT
 
     gpt = GPT(vocab=64, block=64).to(device)
-    gpt_opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3)
+    gpt_opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3, foreach=False)  # as on the CPU
     idx = torch.randint(0, 64, (16, 64), device=device)
 
     def gpt_step():
@@ -81,7 +85,7 @@ def model_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(),
                               torch.nn.Linear(2048, 512)).to(device)
-    opt = torch.optim.AdamW(mlp.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(mlp.parameters(), lr=1e-3, foreach=False)  # as on the CPU
     x = torch.randn(64, 512, device=device)
 
     def mlp_step():
@@ -122,7 +126,7 @@ def measure(rounds: int, cases=None) -> list[tuple[str, float, float]]:
         fn_c, _ = cpu[name]
         # Interleaved, so both see the same machine load; a warm-up call before each batch.
         best = best_interleaved({"neuron": fn_n, "cpu": fn_c}, number, rounds, warmup=True,
-                                finish={"neuron": torch.neuron.synchronize})
+                                finish={"neuron": finish_for("neuron")}, keep_results=True)
         rows.append((name, best["neuron"], best["cpu"]))
     return rows
 
@@ -142,7 +146,8 @@ print(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(
 def demo_peak_rss_mib(device: str) -> float:
     """Peak resident memory of the demo's training on `device`. The CPU run is native PyTorch:
     torchneuron is not even imported (backend autoload off)."""
-    env = dict(os.environ)
+    # As a user runs it: glibc's default, not this benchmark's timing setting.
+    env = {k: v for k, v in os.environ.items() if k not in KEEP_FREED_MEMORY}
     if device == "cpu":
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     done = subprocess.run([sys.executable, "-c", DEMO_PEAK_RSS, device], cwd=ROOT, env=env,
@@ -167,13 +172,14 @@ def markdown_table(rows, rss_n: float, rss_c: float) -> str:
 
 
 def main() -> None:
+    keep_freed_memory()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(),
                         help="intra-op threads for both sides (1 is steadier on a busy machine)")
     parser.add_argument("--markdown", action="store_true",
                         help="print the settings and a Markdown table (for docs/performance.md)")
-    parser.add_argument("--mode", choices=("sync", "async"), default=None,
+    parser.add_argument("--mode", choices=EAGER_MODES, default=None,
                         help="NEURON_EAGER_MODE for this run (default: the environment's)")
     args = parser.parse_args()
     if args.mode is not None:  # read at the first device use, which comes below
@@ -182,14 +188,12 @@ def main() -> None:
     model_rounds = max(2, args.rounds // 2)
     rows = measure(args.rounds) + measure(model_rounds, model_cases)
     rss_n, rss_c = demo_peak_rss_mib("neuron"), demo_peak_rss_mib("cpu")
+    line = f"{settings()} at the end, best of {args.rounds} rounds (models: {model_rounds})"
     if args.markdown:
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-              f"NEURON_EAGER_MODE={torchneuron.runtime.execution.mode()}, best of "
-              f"{args.rounds} rounds (models: {model_rounds}), load average "
-              f"{os.getloadavg()[0]:.2f} at the end.\n")
+        print(f"{line}.\n")
         print(markdown_table(rows, rss_n, rss_c))
     else:
-        print(f"NEURON_EAGER_MODE={torchneuron.runtime.execution.mode()}")
+        print(line)
         print(text_table(rows, rss_n, rss_c))
 
 

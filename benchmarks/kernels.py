@@ -13,7 +13,10 @@ custom op's per-call cost shows; the large ones show memory and speed at scale. 
 the most the device allocator held during one call beyond the inputs, for the library's op and
 for the composite, both on neuron. The simulator table runs each forward @nki.jit kernel on small
 shapes against the composite on the CPU; the estimate (torchneuron.kernels.estimate, trn2, one
-NeuronCore) is for the large cases' shapes.
+NeuronCore) is for the large cases' shapes. A neuron batch ends with torch.neuron.synchronize
+(queued work counts, in every eager mode), every call's outputs and gradients are held until its
+batch is timed, and the process keeps freed memory (benchmarks/timing.py's keep_freed_memory) so
+that the CPU's tensors are not page-faulted anew on every call.
 Run: `.venv/bin/python benchmarks/kernels.py [--rounds 7] [--threads 1] [--markdown]
 [--only small,large,model,simulator]` from the repository root.
 """
@@ -21,12 +24,11 @@ Run: `.venv/bin/python benchmarks/kernels.py [--rounds 7] [--threads 1] [--markd
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 import torch
-from timing import median, seconds_per_call
+from timing import finish_for, keep_freed_memory, median, seconds_per_call, settings
 
 from torchneuron.kernels import library as kl
 from torchneuron.kernels.library.attention import attention_forward_kernel
@@ -134,7 +136,8 @@ def _outputs(result):
 
 
 def fwd_bwd(fn, inputs, differentiable, device):
-    """A call of fn's forward and backward (every output summed) on `device`."""
+    """A call of fn's forward and backward (every output summed) on `device`; it returns the
+    outputs and the gradients, for the timing to hold."""
     args = [t.to(device).requires_grad_(i in differentiable) if isinstance(t, torch.Tensor)
             else t for i, t in enumerate(inputs)]
 
@@ -143,8 +146,7 @@ def fwd_bwd(fn, inputs, differentiable, device):
             args[i].grad = None
         outs = [o for o in _outputs(fn(*args)) if o.is_floating_point()]
         torch.autograd.backward([o.float().sum() for o in outs])
-        if device == "neuron":
-            torch.neuron.synchronize()
+        return [o.detach() for o in outs], [args[i].grad for i in differentiable]
     return call
 
 
@@ -153,7 +155,9 @@ def peak_bytes(call) -> int:
     torch.neuron.synchronize()
     base = torch.neuron.memory_allocated()
     torch.neuron.reset_peak_memory_stats()
-    call()
+    result = call()
+    torch.neuron.synchronize()  # the peak of the work the call queued
+    del result
     return torch.neuron.max_memory_allocated() - base
 
 
@@ -164,18 +168,23 @@ def spread(values: list[float]) -> tuple[float, float, float]:
 ROUND_S = 0.2  # a round of a fast call repeats it for about this long, so a round is not one tick
 
 
-def paired(calls: dict, rounds: int) -> dict[str, list[float]]:
+def paired(calls: dict, rounds: int, devices: dict) -> dict[str, list[float]]:
     """Seconds per call of each of `calls` in each round; the calls alternate within a round and
-    their order flips from round to round, so every side sees the same machine load."""
-    numbers = {}
+    their order flips from round to round, so every side sees the same machine load. A batch of
+    a call on `devices[name]` ends when that device has run it, its results held until then."""
+    numbers, finish = {}, {name: finish_for(devices[name]) for name in calls}
+
+    def timed(name: str, number: int) -> float:
+        return seconds_per_call(calls[name], number, finish=finish[name], keep_results=True)
+
     for name, call in calls.items():
-        call()  # warm-up: first-call costs
-        numbers[name] = max(1, int(ROUND_S / max(seconds_per_call(call, 1), 1e-6)))
+        timed(name, 1)  # warm-up: first-call costs
+        numbers[name] = max(1, int(ROUND_S / max(timed(name, 1), 1e-6)))
     times = {name: [] for name in calls}
     order = list(calls)
     for _ in range(rounds):
         for name in order:
-            times[name].append(seconds_per_call(calls[name], numbers[name]))
+            times[name].append(timed(name, numbers[name]))
         order.reverse()
     return times
 
@@ -193,7 +202,7 @@ def measure_ops(cases: dict, rounds: int, large: bool):
         calls = {"op": fwd_bwd(op, inputs, diff, "neuron"),
                  "composite": fwd_bwd(composite, inputs, diff, "neuron"),
                  "cpu": fwd_bwd(composite, inputs, diff, "cpu")}
-        times = paired(calls, rounds)
+        times = paired(calls, rounds, {"op": "neuron", "composite": "neuron", "cpu": "cpu"})
         row = dict(name=name, op=spread(times["op"]), composite=spread(times["composite"]),
                    cpu=spread(times["cpu"]), gain=ratios(times["composite"], times["op"]),
                    cpu_gain=ratios(times["cpu"], times["op"]))
@@ -231,10 +240,12 @@ def measure_model(rounds: int):
         def step(model):
             def call():
                 model.zero_grad(set_to_none=True)
-                model(input_ids=ids, labels=ids).loss.backward()
-                torch.neuron.synchronize()
+                loss = model(input_ids=ids, labels=ids).loss
+                loss.backward()
+                return loss.detach()
             return call
-        times = paired({"untouched": step(untouched), "applied": step(applied)}, rounds)
+        times = paired({"untouched": step(untouched), "applied": step(applied)}, rounds,
+                       {"untouched": "neuron", "applied": "neuron"})
         results[size] = dict(config=config, tokens=(batch, seq),
                              untouched=spread(times["untouched"]),
                              applied=spread(times["applied"]),
@@ -278,9 +289,9 @@ def measure_simulator(rounds: int):
         args = [t.to("neuron") for t in inputs]
 
         def simulated():
-            kernel_call(args)
-            torch.neuron.synchronize()
-        times = paired({"simulator": simulated, "cpu": composite}, rounds)
+            return kernel_call(args)
+        times = paired({"simulator": simulated, "cpu": composite}, rounds,
+                       {"simulator": "neuron", "cpu": "cpu"})
         rows.append((name, spread(times["simulator"]), spread(times["cpu"]),
                      ratios(times["simulator"], times["cpu"])))
     return rows
@@ -324,8 +335,7 @@ def _op_rows(rows, large):
 
 
 def report_markdown(results, rounds) -> None:
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {rounds} "
-          f"paired rounds (min..max), load average {os.getloadavg()[0]:.2f} at the end.\n")
+    print(f"{settings()} at the end, median of {rounds} paired rounds (min..max).\n")
     if "model" in results:
         print("A Llama training step (forward, loss, backward) on neuron, untouched and after "
               "`kernels.apply(model)`:\n")
@@ -358,7 +368,7 @@ def report_markdown(results, rounds) -> None:
 
 
 def report_text(results, rounds) -> None:
-    print(f"threads={torch.get_num_threads()} rounds={rounds}")
+    print(f"{settings()} at the end, rounds={rounds}")
     for size, m in results.get("model", {}).items():
         print(f"Llama {size} step: untouched {_time(m['untouched'])} ms, applied "
               f"{_time(m['applied'])} ms, untouched/applied {_ratio(m['gain'])}")
@@ -377,6 +387,7 @@ SECTIONS = ("model", "small", "large", "simulator")
 
 
 def main() -> None:
+    keep_freed_memory()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for all sides")

@@ -10,7 +10,8 @@ time between a request's successive outputs. Both engines run eager (no torch.co
 same scheduler settings and a 64 MiB KV cache, one at a time, each in a process of its own; they
 alternate for --rounds rounds, so both see the machine's load. vLLM gives both workers one
 intra-op thread (the CPU's is also pinned to a core). Hugging Face `generate()` runs the same
-prompts on neuron in batches of c (left-padded), its TTFT being the first step of a batch.
+prompts on neuron in batches of c (left-padded), its TTFT being the first step of a batch, each
+step's time read after torch.neuron.synchronize (vLLM's tokens reach the host before they count).
 Throughput is the median of the rounds (min-max in brackets); latencies pool all rounds.
 
 On a shared machine a level's throughput can halve from one round to the next, so the second
@@ -40,7 +41,7 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from timing import median  # noqa: E402
+from timing import finish_for, median, settings  # noqa: E402
 
 CONCURRENCY = (1, 8, 32)
 HF_CONCURRENCY = (8, 32)
@@ -118,27 +119,41 @@ def run_vllm(model: str) -> dict:
     return {"platform": current_platform.device_type, "levels": levels}
 
 
-def run_hf(model: str) -> dict:
+def step_clock(device: str):
+    """A stopping criterion of `generate()` that never stops it and records, at each generated
+    token, when the device has finished that step (the step's work may still be queued when
+    `generate()` asks)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
     from transformers.generation.stopping_criteria import StoppingCriteria
 
-    tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
-    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).to("neuron").eval()
-    config = GenerationConfig(do_sample=False, max_new_tokens=MAX_TOKENS, eos_token_id=None,
-                              pad_token_id=tokenizer.pad_token_id)
+    finish = finish_for(device)
 
     class StepClock(StoppingCriteria):  # called once per generated token of the batch
         def __init__(self):
             self.times = []
 
         def __call__(self, input_ids, scores, **kwargs):
+            if finish is not None:
+                finish()
             self.times.append(time.perf_counter())
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
+    return StepClock()
+
+
+def run_hf(model: str) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32).to("neuron").eval()
+    config = GenerationConfig(do_sample=False, max_new_tokens=MAX_TOKENS, eos_token_id=None,
+                              pad_token_id=tokenizer.pad_token_id)
+
     def batch(texts: list[str]) -> tuple[float, list[float]]:
         encoded = tokenizer(texts, return_tensors="pt", padding=True).to("neuron")
-        clock = StepClock()
+        torch.neuron.synchronize()  # the copy is not the batch's work
+        clock = step_clock("neuron")
         start = time.perf_counter()
         with torch.no_grad():
             lm.generate(**encoded, generation_config=config, stopping_criteria=[clock])
@@ -354,11 +369,11 @@ def main() -> None:
                            for engine in ("vllm-neuron", "vllm-cpu", "hf-neuron")})
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
         pairs = paired(model, args.paired_rounds, pathlib.Path(folder))
-    settings = (f"tiny Llama (2 layers, hidden 128, float32), {MAX_TOKENS} output tokens per "
-                f"request, {args.rounds} rounds, {args.paired_rounds} paired rounds, "
-                f"{time.monotonic() - start:.0f} s; load average "
-                f"{os.getloadavg()[0]:.1f} at the end")
-    print(f"Settings: {settings}\n" if args.markdown else settings)
+    # vLLM sets its workers' threads (one each, checked); the eager mode is this environment's.
+    line = (f"tiny Llama (2 layers, hidden 128, float32), {MAX_TOKENS} output tokens per "
+            f"request, {args.rounds} rounds, {args.paired_rounds} paired rounds, "
+            f"{time.monotonic() - start:.0f} s; {settings(threads=1)} at the end")
+    print(f"Settings: {line}\n" if args.markdown else line)
     print(table(rounds, args.markdown))
     print("\nPaired, both engines alive and taking turns on the same generate of c prompts:\n"
           if args.markdown else "\npaired:")
