@@ -1,105 +1,187 @@
-"""Speed of the NKI simulator (the software NeuronCore running @nki.jit kernels): elements per
-second for a tiled add and a tiled matmul, each against the same computation as one native CPU
-PyTorch op in the same process (the simulator interprets every instruction in Python, so it is
-meant for correctness, not speed). Each figure is the median of several rounds, with the
-spread (min..max) beside it.
-Run: `.venv/bin/python benchmarks/nki_simulator.py [--rounds 5] [--markdown]` from the
-repository root.
+"""Speed of the NKI simulator (the software NeuronCore running @nki.jit kernels) on the tutorials'
+matmul kernels and a flash-attention forward kernel: per kernel, seconds per call now and with the
+simulator of a baseline revision (run in a subprocess from that revision's files, the same
+kernels and inputs, the same host at the same time), the instructions per second, and the time
+of the same math as native PyTorch CPU ops in this process. Every result is checked against a
+torch reference, and the baseline's outputs against today's (max |difference|).
+Times are wall seconds, the median of the rounds with the spread (min..max) beside it; the
+speed-up is also given in the process's CPU time, which a busy shared host disturbs less.
+Run: `.venv/bin/python benchmarks/nki_simulator.py [--rounds 3] [--baseline-rounds 2]
+[--baseline REV | --no-baseline] [--markdown]` from the repository root.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import math
+import os
 import pathlib
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
-import torch
-from timing import median, seconds_per_call
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the `nki` shim lives at the repository root
-
-import nki  # noqa: E402
-import nki.isa as nisa  # noqa: E402
-import nki.language as nl  # noqa: E402
+# The simulator before issue 44 (the last revision of torchneuron/kernels before it).
+BASELINE_REV = "0fbe7de"
 
 
-@nki.jit
-def tiled_add(a, b):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    M, N = a.shape
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            rows, cols = nl.ds(m * 128, 128), nl.ds(n * 512, 512)
-            x, y = nl.load(a[rows, cols]), nl.load(b[rows, cols])
-            z = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)
-            nl.store(out[rows, cols], z)
-    return out
+def load_kernels():
+    """The kernels, from whichever torchneuron and `nki` this interpreter imports."""
+    spec = importlib.util.spec_from_file_location(
+        "tutorial_kernels", ROOT / "tests" / "kernels" / "tutorial_kernels.py")
+    tutorials = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tutorials)
+    from torchneuron.kernels.library.attention import attention_forward_kernel
+    return tutorials, attention_forward_kernel
 
 
-@nki.jit
-def tiled_matmul(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                s = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                v = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                nisa.nc_matmul(dst=acc, stationary=s, moving=v)
-            res = nl.ndarray((128, 512), lhsT.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=acc)
-            nl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], res)
-    return out
+def cases():
+    """name -> (inputs, simulated call, torch CPU call of the same math, tolerance)."""
+    import torch
+    import torch.nn.functional as F
+    tutorials, flash = load_kernels()
+    gen = torch.Generator().manual_seed(0)
+    K, M, N = 1024, 2048, 1024
+    lhsT = torch.randn(K, M, generator=gen).bfloat16()
+    rhs = torch.randn(K, N, generator=gen).bfloat16()
+    heads, seq, d = 4, 1024, 128
+    q, k, v = (torch.randn(heads, seq, d, generator=gen).bfloat16() for _ in range(3))
+    scale = 1 / math.sqrt(d)
+
+    def matmul_cpu():
+        return (lhsT.float().T @ rhs.float()).bfloat16()
+
+    def flash_cpu():
+        return F.scaled_dot_product_attention(q[None], k[None], v[None], is_causal=True)[0]
+
+    return {
+        f"matmul_tiled {M}x{K}x{N} bf16 (tutorial)":
+            (lambda: tutorials.matmul_tiled(lhsT, rhs), tutorials.matmul_tiled, matmul_cpu, 2e-2),
+        f"matmul_blocked {M}x{K}x{N} bf16 (tutorial)":
+            (lambda: tutorials.matmul_blocked(lhsT, rhs), tutorials.matmul_blocked, matmul_cpu,
+             2e-2),
+        f"flash attention forward {heads}x{seq}x{d} bf16 causal (kernel library)":
+            (lambda: flash(q, k, v, scale, True)[0], flash, flash_cpu, 2e-2),
+    }
 
 
-def measure(fn, elements: int, rounds: int) -> tuple[float, float, float]:
-    fn()  # warm-up: first-call costs
-    rates = [elements / seconds_per_call(fn, 1) for _ in range(rounds)]
-    return median(rates), min(rates), max(rates)
+def measure(rounds: int, with_cpu: bool, outputs_path: str | None) -> dict:
+    import torch
+    results, outputs = {}, {}
+    for name, (simulated, kernel, cpu, tol) in cases().items():
+        out = simulated()  # warm-up, and the result to check
+        torch.testing.assert_close(out.float(), cpu().float(), rtol=tol, atol=tol)
+        outputs[name] = out
+        times, cpu_times = [], []
+        for _ in range(rounds):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            simulated()
+            times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - start_cpu)
+        entry = {"times": times, "cpu_times": cpu_times,
+                 "instructions": getattr(kernel, "last_instructions", None)}
+        if with_cpu:
+            cpu()
+            entry["cpu"] = [timed(cpu) for _ in range(max(rounds, 5))]
+        results[name] = entry
+    if outputs_path:
+        torch.save(outputs, outputs_path)
+    return {"results": results, "outputs": outputs}
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def baseline(rev: str, rounds: int, outputs_path: str) -> dict:
+    """Runs `--measure` in a subprocess over revision `rev`'s torchneuron and `nki` (its files
+    from git, this build's C++ extension beside them)."""
+    workdir = tempfile.mkdtemp(prefix="nki-baseline-")
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "torchneuron", "nki"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", workdir], input=archive, check=True)
+        for extension in (ROOT / "torchneuron").glob("_C*.so"):
+            shutil.copy(extension, pathlib.Path(workdir) / "torchneuron")
+        env = dict(os.environ, PYTHONPATH=workdir)
+        done = subprocess.run([sys.executable, __file__, "--measure", "--rounds", str(rounds),
+                               "--outputs", outputs_path], env=env, capture_output=True,
+                              text=True, cwd=workdir)
+        if done.returncode != 0:
+            raise RuntimeError(f"the baseline run failed:\n{done.stderr[-3000:]}")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def spread(xs) -> str:
+    return f"{statistics.median(xs):.3g} ({min(xs):.3g}..{max(xs):.3g})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline-rounds", type=int, default=2)
+    parser.add_argument("--baseline", default=BASELINE_REV)
+    parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--outputs", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    lhsT, rhs = torch.randn(512, 512), torch.randn(512, 1024)
-    an, bn, ln, rn = (t.to("neuron") for t in (a, b, lhsT, rhs))
-    torch.testing.assert_close(tiled_add(an, bn).cpu(), a + b)
-    torch.testing.assert_close(tiled_matmul(ln, rn).cpu(), lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+    if args.measure:  # the baseline's side: times only, as one JSON line
+        measured = measure(args.rounds, with_cpu=False, outputs_path=args.outputs)
+        print(json.dumps(measured["results"]))
+        return
 
-    cases = [
-        ("tiled add 2048x2048 fp32 (64 tiles of 128x512)", a.numel(),
-         lambda: tiled_add(an, bn), lambda: torch.add(a, b)),
-        ("tiled matmul 512x512 @ 512x1024 fp32 (32 nc_matmul)", 512 * 1024,
-         lambda: tiled_matmul(ln, rn), lambda: lhsT.T @ rhs),
-    ]
-    rows = []
-    for name, elements, simulated, native in cases:
-        sim = measure(simulated, elements, args.rounds)
-        cpu = measure(native, elements, args.rounds)
-        rows.append((name, sim, cpu[0], cpu[0] / sim[0]))
+    sys.path.insert(0, str(ROOT))  # the `nki` shim lives at the repository root
+    import torch
+    before, diffs = {}, {}
+    if not args.no_baseline:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "outputs.pt")
+            before = baseline(args.baseline, args.baseline_rounds, path)
+            before_outputs = torch.load(path)
+    now = measure(args.rounds, with_cpu=True, outputs_path=None)
+    if before:
+        diffs = {name: (now["outputs"][name].float() - before_outputs[name].float()).abs().max()
+                 .item() for name in now["outputs"]}
 
     threads = torch.get_num_threads()
+    rows = []
+    for name, entry in now["results"].items():
+        after = statistics.median(entry["times"])
+        after_cpu = statistics.median(entry["cpu_times"])
+        old = before.get(name, {}).get("times")
+        old_cpu = before.get(name, {}).get("cpu_times")
+        instructions = entry["instructions"]
+        rows.append((name, spread(old) if old else "-", spread(entry["times"]),
+                     f"{statistics.median(old) / after:.1f}x" if old else "-",
+                     f"{statistics.median(old_cpu) / after_cpu:.1f}x" if old_cpu else "-",
+                     f"{instructions} / {instructions / after:.3g}",
+                     spread(entry["cpu"]), f"{after / statistics.median(entry['cpu']):.0f}x",
+                     f"{diffs[name]:.3g}" if name in diffs else "-"))
+    header = ("kernel", f"before ({args.baseline}) s", "after s", "speed-up",
+              "speed-up in CPU time",
+              "instructions / per s", "torch CPU s", "after/CPU", "max |after-before|")
+    load = os.getloadavg()[0]
+    print(f"NKI simulator, {threads} intra-op threads, host load {load:.1f}, median of "
+          f"{args.rounds} rounds ({args.baseline_rounds} for the baseline), seconds per call:\n")
     if args.markdown:
-        print(f"NKI simulator, {threads} intra-op threads, median of {args.rounds} rounds "
-              "(output elements per second):\n")
-        print("| kernel | simulator elements/s (min..max) | native CPU op elements/s | CPU/simulator |")
-        print("|---|---|---|---|")
-        for name, (med, lo, hi), cpu, ratio in rows:
-            print(f"| {name} | {med:.3g} ({lo:.3g}..{hi:.3g}) | {cpu:.3g} | {ratio:.0f}x |")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
     else:
-        print(f"threads={threads} rounds={args.rounds}")
-        for name, (med, lo, hi), cpu, ratio in rows:
-            print(f"{name}: simulator {med:.3g} elements/s (min {lo:.3g}, max {hi:.3g}); "
-                  f"native CPU {cpu:.3g} elements/s; CPU/simulator {ratio:.0f}x")
+        for row in rows:
+            print("; ".join(f"{h}: {v}" for h, v in zip(header, row)))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ class KernelRun:
         self.vector_accumulators = None
         self.generator = torch.Generator().manual_seed(0)
         self.cores = None  # the launch's Cores when it runs on several (nisa.core_barrier)
+        self.instructions = [0]  # nki.isa instructions run, all cores of the launch together
         if shared is not None:
+            self.instructions = shared.instructions
             self.staged, self.shared_hbm = shared.staged, shared.shared_hbm
             self.hbm_tensors, self.generator = shared.hbm_tensors, shared.generator
         self.memories = {
@@ -59,7 +61,7 @@ class KernelRun:
         if any(s <= 0 for s in shape):
             raise NkiValidationError("shape", f"nl.ndarray {name!r}: shape {shape} must have "
                                      "positive sizes")
-        what = describe_parts(name, buffer.name, shape, dtype)
+        what = _Description(name, buffer.name, shape, dtype)  # formatted only for a message
         if buffer.kind == "hbm":
             if address is not None:
                 raise NkiValidationError("address-range", f"nl.ndarray {what}: address= places "
@@ -165,6 +167,21 @@ class KernelRun:
         return self.vector_accumulators
 
 
+class _Description:
+    """'name' (sbuf, shape (128, 512), float32), formatted when a message needs it: allocation
+    is the simulator's most frequent step and most messages are never shown."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, *parts):
+        self.parts = parts
+
+    def __str__(self) -> str:
+        return describe_parts(*self.parts)
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 def _release(run_ref, attr: str | None, amount: int, memory: OnChipMemory, token: int) -> None:
     run = run_ref()
     if run is not None and attr is not None:
@@ -175,10 +192,15 @@ def _release(run_ref, attr: str | None, amount: int, memory: OnChipMemory, token
 def fill_uninitialized(data: torch.Tensor, dtype: dt.NkiDtype) -> None:
     """New memory reads as NaN (floats) or 4 (integers), as AWS's simulator documents, so a
     kernel that computes on memory it never wrote shows NaN instead of a plausible number."""
-    if dtype.is_float:
+    if dtype.storage in _NAN_FILLABLE:  # a float type torch holds natively: fill in place
+        data.fill_(float("nan"))
+    elif dtype.is_float:
         data.copy_(dt.from_float32(torch.full((data.numel(),), float("nan")), dtype))
     else:
         data.fill_(4)
+
+
+_NAN_FILLABLE = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def cpu_view(tensor: torch.Tensor, dtype: dt.NkiDtype) -> torch.Tensor:

@@ -4,6 +4,9 @@ themselves; docs/nki.md lists both sets."""
 
 from __future__ import annotations
 
+import functools
+
+from . import context as _context
 from . import isa_enums as constants  # noqa: F401  (nki.isa.constants)
 from .context import current
 from .errors import NkiUnsupportedError, NkiValidationError  # noqa: F401  (nisa.NkiValidationError)
@@ -62,3 +65,27 @@ def _unsupported(name: str, what: str):
 for _name, _what in UNSUPPORTED.items():
     globals()[_name] = _unsupported(_name, _what)
 del _name, _what
+
+
+def _counted(instruction):
+    """Counts the instruction in its kernel run (Kernel.last_instructions, the simulator's
+    benchmark reads it)."""
+    @functools.wraps(instruction)
+    def counted(*args, **kwargs):
+        run = _context.active()
+        if run is not None:
+            run.instructions[0] += 1
+        return instruction(*args, **kwargs)
+    return counted
+
+
+INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_tensor",
+                "tensor_scalar", "scalar_tensor_tensor", "tensor_tensor_scan", "activation",
+                "activation_reduce", "tensor_reduce", "tensor_partition_reduce",
+                "tensor_scalar_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
+                "reciprocal", "exponential", "bn_stats", "bn_aggr", "max8",
+                "tensor_copy_predicated", "dropout", "range_select", "nc_find_index8",
+                "nc_match_replace8", "nc_stream_shuffle", "core_barrier")
+for _name in INSTRUCTIONS:
+    globals()[_name] = _counted(globals()[_name])
+del _name

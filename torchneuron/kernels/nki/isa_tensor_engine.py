@@ -111,6 +111,19 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         return
     s = matrix(stationary).reshape(K * (2 if double else 1), M)
     m = matrix(moving).reshape(K * (2 if double else 1), N)
+    if accumulate is None:  # accumulate where this PSUM was written since it was allocated
+        written = dst.was_written()
+        accumulate = True if bool(written.all()) else False if not bool(written.any()) else None
+    target = dst.raw()
+    if dst.dtype is dt.float32 and dst.ndim == 2 and accumulate is not None:
+        # The common case in place: PSUM float32 += or = stationary.T @ moving.
+        dst._check_writable()
+        if accumulate:
+            target.addmm_(s.T, m)
+        else:
+            torch.mm(s.T, m, out=target) if target.is_contiguous() else target.copy_(s.T @ m)
+        dst.mark_written(run)
+        return
     result = s.T @ m
     previous = matrix(dst)
     if accumulate is None:

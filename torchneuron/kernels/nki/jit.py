@@ -19,6 +19,7 @@ import torch
 from .arguments import CallFrame
 from .context import KernelRun, running
 from .cores import Cores
+from .host_threads import single_threaded
 from .rules import resolve_target
 
 
@@ -29,6 +30,7 @@ class Kernel:
         self.platform_target = platform_target
         self.grid = tuple(grid)
         self.options = options  # accepted for source compatibility (mode=, debug flags)
+        self.last_instructions = 0  # nki.isa instructions the last call ran
 
     def __repr__(self) -> str:
         return f"<NKI kernel {self.fn.__qualname__}>"
@@ -58,7 +60,7 @@ class Kernel:
         def program(core_run, ids):
             def body():
                 core_run.program_ids = ids
-                with running(core_run):
+                with running(core_run), single_threaded():  # tiles: no thread teams
                     results[ids] = self.fn(*wrapped_args, **wrapped_kwargs)
             return body
 
@@ -85,6 +87,7 @@ class Kernel:
             raise
         for storage in run.staged:
             storage.commit()
+        self.last_instructions = run.instructions[0]
         return outputs
 
     def _arg_name(self, index: int) -> str:

@@ -95,6 +95,7 @@ def shared_constant(constant, dtype=None):
 def _filled(shape, value, dtype, buffer, name):
     t = ndarray(shape, dtype, buffer, name)
     run = _current()
+    run.instructions[0] += 1  # a memset
     if run.computes:
         exact = isinstance(value, int) and t.dtype.is_integer
         t.write(torch.full((t.size,), value) if exact else
@@ -247,6 +248,7 @@ def _at_least_2d(shape) -> tuple:
 def _result(name: str, shape, dtype, values, buffer=sbuf):
     out = ndarray(_at_least_2d(shape), dtype, buffer, name)
     run = _current()
+    run.instructions[0] += 1  # a high-level operation is one engine instruction
     if run.computes:
         out.write(values.reshape(out.shape), run)
     return out

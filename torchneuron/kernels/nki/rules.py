@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ...runtime.profiles import PROFILES, ChipProfile
 from .errors import NkiValidationError, describe
+from .tensor import NkiTensor
 
 # Names NKI accepts for a target (nki.jit's platform_target, NEURON_PLATFORM_TARGET_OVERRIDE).
 TARGET_NAMES = {"trn2": "trn2", "gen3": "trn2", "trn3": "trn3", "gen4": "trn3"}
@@ -68,7 +69,6 @@ def elements_per_partition(t) -> int:
 
 
 def require_tensor(instr: str, role: str, t) -> None:
-    from .tensor import NkiTensor
     if not isinstance(t, NkiTensor):
         fail("operand-type", f"{instr}: {role} must be an NKI tensor, got {type(t).__name__} "
              f"{t!r}")
