@@ -52,6 +52,7 @@ from . import device as _device_module  # noqa: E402
 torch._register_device_module("neuron", _device_module)
 _device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory` works
 _device_module.ipc.install()  # a neuron tensor sent to another process arrives as an error
+_device_module.comm.install()  # nn.DataParallel's scatter / gather / broadcast over neuron devices
 _device_state.on_configure(_device_module.memory.apply_oom_snapshot_setting)  # on OOM
 
 # 4. Tensor.neuron() / .is_neuron, Module.neuron(), Storage.neuron() / .is_neuron.

@@ -10,7 +10,7 @@ import torch
 
 from .. import _C
 from ..runtime import device_state
-from . import amp, ipc, legacy_types, memory, monitoring, nvtx, properties, random, streams
+from . import amp, comm, ipc, legacy_types, memory, monitoring, nvtx, properties, random, streams
 from ._index import _device_index, _device_t
 from .ipc import ipc_collect
 from .memory import *  # noqa: F403
@@ -34,7 +34,7 @@ globals().update(legacy_types.build())
 def _alias_submodules(package_name: str) -> None:
     """Make `import torch.neuron.memory` (like `import torch.cuda.memory`) find these modules;
     without the alias, Python would load a second copy of the file under the new name."""
-    for submodule in (amp, memory, monitoring, nvtx, properties, random, streams):
+    for submodule in (amp, comm, memory, monitoring, nvtx, properties, random, streams):
         sys.modules[f"{package_name}.{submodule.__name__.rsplit('.', 1)[1]}"] = submodule
 
 

@@ -738,6 +738,31 @@ ENTRIES: tuple[Internal, ...] = (
                       "storage._untyped_storage"))),
 
     Internal(
+        "torch._C._scatter", "patched", ("torchneuron/device/comm.py",),
+        "nn.parallel.comm hands DataParallel's scatter, gather and broadcasts to torch._C "
+        "functions only CUDA builds have; in a build without them comm.py provides them for "
+        "neuron devices (the integer indices comm passes can only mean neuron there)",
+        _all(contains("torch.nn.parallel.comm", "scatter",
+                      "torch._C._scatter(tensor, devices, chunk_sizes, dim, streams)",
+                      "torch._C._scatter_out(tensor, out, dim, streams)"),
+             contains("torch.nn.parallel.comm", "gather", "torch._C._gather(tensors, dim, "
+                      "destination)", "torch._C._gather_out(tensors, out, dim)"),
+             contains("torch.nn.parallel.comm", "broadcast", "torch._C._broadcast(tensor, "
+                      "devices)", "torch._C._broadcast_out(tensor, out)"),
+             contains("torch.nn.parallel.comm", "broadcast_coalesced",
+                      "torch._C._broadcast_coalesced(tensors, devices, buffer_size)")),
+        covers=("torch._C._gather", "torch._C._broadcast", "torch._C._broadcast_coalesced",
+                "torch._C._scatter_out", "torch._C._gather_out", "torch._C._broadcast_out")),
+    Internal(
+        "torch.nn.parallel.comm.reduce_add", "re-pointed", ("torchneuron/device/comm.py",),
+        "DataParallel's backward sums gradients with reduce_add (through reduce_add_coalesced, "
+        "which looks it up by name), whose NCCL probe warns on every step in a build without "
+        "NCCL; neuron tensors take its non-NCCL path without the probe",
+        _all(defines("torch.nn.parallel.comm", "reduce_add", params=("inputs", "destination")),
+             loads_global("torch.nn.parallel.comm", "reduce_add",
+                          within="reduce_add_coalesced"),
+             contains("torch.nn.parallel.comm", "reduce_add", "nccl.is_available(inputs)"))),
+    Internal(
         "torch._storage_classes", "patched", ("torchneuron/device/legacy_types.py",),
         "torch.neuron's legacy typed storages join the set as torch.cuda's do (torch.is_storage "
         "and serialization read it)",
