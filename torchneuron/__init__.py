@@ -54,6 +54,7 @@ _device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory`
 _device_module.ipc.install()  # a neuron tensor sent to another process arrives as an error
 _device_module.comm.install()  # nn.DataParallel's scatter / gather / broadcast over neuron devices
 _device_state.on_configure(_device_module.memory.apply_oom_snapshot_setting)  # on OOM
+_device_state.on_configure(_device_module.random.apply_rng_setting)  # NEURON_RNG=cpu
 
 # 4. Tensor.neuron() / .is_neuron, Module.neuron(), Storage.neuron() / .is_neuron.
 torch.utils.generate_methods_for_privateuse1_backend(

@@ -8,7 +8,10 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DispatchKeySet.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -70,7 +73,7 @@ NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
   return gen;
 }
 
-const at::Generator& default_generator(c10::DeviceIndex device) {
+const at::Generator& device_generator(c10::DeviceIndex device) {
   static std::once_flag once;
   static std::vector<at::Generator> generators;
   std::call_once(once, [] {
@@ -82,6 +85,22 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
   const c10::DeviceIndex index = device < 0 ? current_device() : device;
   check_device(index);
   return generators[index];
+}
+
+namespace {
+std::atomic<bool> g_draw_from_cpu{false};
+}  // namespace
+
+void set_draws_from_cpu_generator(bool on) { g_draw_from_cpu.store(on); }
+
+bool draws_from_cpu_generator() { return g_draw_from_cpu.load(); }
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  if (g_draw_from_cpu.load(std::memory_order_relaxed)) {
+    check_device(device < 0 ? current_device() : device);
+    return at::detail::getDefaultCPUGenerator();
+  }
+  return device_generator(device);
 }
 
 at::Generator new_generator(c10::DeviceIndex device) {
@@ -116,8 +135,12 @@ at::mt19937 engine_for(uint64_t seed, uint64_t offset) {
 
 }  // namespace
 
-GeneratorBridge::GeneratorBridge(const at::Generator& neuron_gen)
-    : neuron_(neuron_gen), lock_(const_cast<at::Generator&>(neuron_gen).mutex()) {
+GeneratorBridge::GeneratorBridge(const at::Generator& neuron_gen) : neuron_(neuron_gen) {
+  if (!is_neuron_generator(neuron_gen)) {  // NEURON_RNG=cpu: the CPU's default generator
+    cpu_ = neuron_gen;
+    return;
+  }
+  lock_ = std::unique_lock<std::mutex>(const_cast<at::Generator&>(neuron_gen).mutex());
   if (!t_cpu_worker.defined()) t_cpu_worker = at::make_generator<at::CPUGeneratorImpl>();
   cpu_ = t_cpu_worker;
   const auto* src = neuron_.get<NeuronGeneratorImpl>();
@@ -150,6 +173,7 @@ at::Generator reserve_draws(const at::Generator& gen, int64_t numel) {
 }
 
 GeneratorBridge::~GeneratorBridge() {
+  if (!is_neuron_generator(neuron_)) return;  // the CPU generator moved on by itself
   auto* gen = neuron_.get<NeuronGeneratorImpl>();
   gen->set_offset(gen->get_offset() + advance_);
 }

@@ -37,7 +37,17 @@ struct NeuronGeneratorImpl : public c10::GeneratorImpl {
   uint64_t offset_ = 0;
 };
 
+// The device's own default generator: what torch.neuron's seeding and RNG state, and PyTorch's
+// hooks (torch.manual_seed), use.
+const at::Generator& device_generator(c10::DeviceIndex device);
+// What a random op on the device draws from when it is passed no generator: the device's own
+// generator, or, with NEURON_RNG=cpu (set_draws_from_cpu_generator), the CPU's default generator
+// itself, so that a seeded program draws the same numbers in the same order as on the CPU. The
+// CPU generator is not a neuron one: a queued op given it runs at its call (DeferredOp.cpp), so
+// its draws interleave with the program's CPU draws in program order.
 const at::Generator& default_generator(c10::DeviceIndex device);
+void set_draws_from_cpu_generator(bool on);
+bool draws_from_cpu_generator();
 at::Generator new_generator(c10::DeviceIndex device);
 bool is_neuron_generator(const at::Generator& gen);
 
@@ -51,6 +61,8 @@ at::Generator reserve_draws(const at::Generator& gen, int64_t numel);
 // only on (seed, offset): replaying a state replays them, and distinct offsets give independent
 // streams. When the bridge ends, the offset moves on by the work the kernel reported through
 // advance_past (at least 4).
+// Given the CPU's default generator (NEURON_RNG=cpu), the bridge hands it to the kernel as it is,
+// which locks it itself.
 class GeneratorBridge {
  public:
   explicit GeneratorBridge(const at::Generator& neuron_gen);

@@ -75,7 +75,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   bool isAvailable() const override { return rt::device_count() > 0; }
 
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
-    return default_generator(device_index);
+    return device_generator(device_index);
   }
 
   at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {

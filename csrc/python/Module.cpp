@@ -234,8 +234,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_autocast_op_lists", &tn::autocast_op_lists);
 
   m.def("_default_generator", [](int d) {
-    return tn::default_generator(static_cast<c10::DeviceIndex>(d));
+    return tn::device_generator(static_cast<c10::DeviceIndex>(d));
   });
+  m.def("_set_draws_from_cpu_generator", &tn::set_draws_from_cpu_generator);
+  m.def("_draws_from_cpu_generator", &tn::draws_from_cpu_generator);
 
   m.def("_profiler_records", &profiler_records);
   m.def("_profiler_recording", &tn::profiler::recording);

@@ -1,5 +1,15 @@
 """Random numbers on neuron: each device's default generator, its state (get/set, per device and
-for all), and seeding, with torch.cuda's names and defaults."""
+for all), and seeding, with torch.cuda's names and defaults.
+
+NEURON_RNG=cpu (apply_rng_setting) makes random ops on neuron that are given no generator draw
+from the CPU's default generator itself, not the device's: one stream shared with the program's
+CPU draws (a DataLoader's shuffle, a CPU-side init), consumed in program order (such ops run at
+their call, never queued or fused), so a seeded program equals the same program on the CPU bit
+for bit where the kernels are the same. The device's own generators stay, seeded and saved as
+usual (torch.manual_seed seeds both); nothing draws from them but explicit
+torch.Generator(device="neuron") arguments. Limit: DTensor's OffsetBasedRNGTracker moves the
+device generator's offset per shard, which these ops no longer read, so sharded random ops are
+not CUDA-style per-shard streams under it (docs/port.md)."""
 
 from __future__ import annotations
 
@@ -60,6 +70,11 @@ def seed_all() -> None:
             first = gen.seed()
         else:
             gen.manual_seed(first)
+
+
+def apply_rng_setting(config) -> None:
+    """NEURON_RNG, applied when the configuration is read (torchneuron/__init__.py)."""
+    _C._set_draws_from_cpu_generator(config.rng == "cpu")
 
 
 def initial_seed() -> int:

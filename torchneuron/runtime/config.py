@@ -28,6 +28,9 @@ each one is listed in the README.
                              times (default: 20: a compile costs 1-3 s of a core, a fused chain
                              saves well under a millisecond per run, so only chains a loop
                              repeats pay it back)
+  NEURON_RNG                 what random ops on neuron draw from: device (default: each
+                             device's own generator, as CUDA's) or cpu (the CPU's default
+                             generator itself, to check a seeded port against the CPU bit for bit)
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ FLOAT64_POLICIES = ("error", "allow")
 COMPILE_GEMMS = ("onednn", "aten")
 KERNEL_MODES = ("fast", "simulate")
 EAGER_MODES = ("sync", "async", "fused")
+RNG_SOURCES = ("device", "cpu")
 EAGER_MODE_ALIASES = {"debug": "sync", "strict": "async"}  # TorchTPU's names
 
 
@@ -69,6 +73,7 @@ class Config:
     eager_mode: str = "sync"
     launch_blocking: bool = False
     fusion_hot: int = 20
+    rng: str = "device"
 
     @property
     def device_count(self) -> int:
@@ -162,10 +167,14 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if not hot_text.isdigit() or int(hot_text) < 1:
         raise _bad("NEURON_FUSION_HOT", hot_text, "a whole number of times, at least 1")
 
+    rng = env.get("NEURON_RNG", "device").strip().lower()
+    if rng not in RNG_SOURCES:
+        raise _bad("NEURON_RNG", env["NEURON_RNG"], ", ".join(RNG_SOURCES))
+
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
                   compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode,
                   eager_mode=eager_mode, launch_blocking=blocking_text == "1",
-                  fusion_hot=int(hot_text))
+                  fusion_hot=int(hot_text), rng=rng)
 
 
 _lock = threading.Lock()
