@@ -17,6 +17,9 @@ RUNNER = os.path.join(HERE, "corpus_runner.py")
 SINGLE = ["mnist_cnn.fixed.py", "amp_benchmark.fixed.py", "hf_finetune.fixed.py",
           "linear_regression.fixed.ipynb", "gpt_train.fixed.py"]
 DDP = "ddp_train.fixed.py"
+# The regression corpus (issue 46): each original runs on the CPU too, and the fixed programs run
+# on neuron with NEURON_RNG=cpu, so that they can equal the CPU bit for bit.
+REGRESS = ["regress_guards.py", "regress_amp.py", "regress_seed.py", "regress_backend.py"]
 TIMEOUT = 600
 PROBE = ("import torch; import torchneuron; "
          "assert (torch.ones(2, device='neuron') + 1).cpu().tolist() == [2.0, 2.0]")
@@ -55,6 +58,10 @@ def _launch():
         _runs["dirs"][device] = out
         cmd = [sys.executable, RUNNER, "--device", device, out]
         _runs["procs"].append(_start(cmd + SINGLE, _env(device)))
+        fixed = [name.replace(".py", ".fixed.py") for name in REGRESS]
+        _runs["procs"].append(_start(cmd + fixed, _env(device, NEURON_RNG="cpu")))
+        if device == "cpu":
+            _runs["procs"].append(_start(cmd + ["--original"] + REGRESS, _env(device)))
         port = _free_port()
         for rank in range(2):
             _runs["procs"].append(_start(cmd + [DDP], _env(

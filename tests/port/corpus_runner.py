@@ -1,6 +1,7 @@
 """Runs the rewritten corpus in one process, as a user would run each script (`python x.py
 --out ...`) or notebook (its code cells, magics left out), and leaves each result in OUT_DIR.
-Usage: python corpus_runner.py --device cpu|neuron OUT_DIR NAME... (NAME: a file in corpus/).
+Usage: python corpus_runner.py --device cpu|neuron OUT_DIR [--original] NAME... (NAME: a file
+in corpus/; --original: unfixed programs, with the arguments they need on the CPU).
 The device is checked, so the two runs cannot both be on the same one without failing."""
 
 import json
@@ -35,14 +36,21 @@ def check_device(device):
     assert found == device, f"asked to run on {device}, but the accelerator is {found}"
 
 
+# Arguments an original (unfixed) program needs to run at all on the CPU, where the fixed one
+# runs with its defaults.
+ORIGINAL_ARGS = {"regress_backend.py": ["--backend", "gloo"]}
+
+
 def main(out_dir, names):
-    for name in names:
+    original = names[:1] == ["--original"]
+    for name in names[1:] if original else names:
         path = os.path.join(HERE, name)
         out = os.path.join(out_dir, name + ".json")
         if name.endswith(".ipynb"):
             run_notebook(path, out)
         else:
-            sys.argv = [path, "--out", out]
+            extra = ORIGINAL_ARGS.get(name, []) if original else []
+            sys.argv = [path, "--out", out, *extra]
             runpy.run_path(path, run_name="__main__")
 
 

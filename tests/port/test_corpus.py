@@ -14,12 +14,19 @@ from torchneuron.port import engine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
+# regress_*: real idioms in the shapes a fix once made worse (issue 46); each original runs on
+# the CPU as well, and its fixed program must equal it there exactly
+REGRESS = ["regress_guards.py", "regress_amp.py", "regress_seed.py", "regress_backend.py"]
 PROGRAMS = ["mnist_cnn.py", "amp_benchmark.py", "ddp_train.py", "hf_finetune.py",
-            "linear_regression.ipynb", "gpt_train.py"]
+            "linear_regression.ipynb", "gpt_train.py", *REGRESS]
 # bf16 autocast runs different kernels on the two devices (and gpt_train trains in bf16 on neuron
 # but in float32 without an accelerator, as it would on CUDA and on a CPU); the rest is float32
 TOLERANCE = {"amp_benchmark.py": dict(rtol=2e-2, atol=2e-3),
-             "gpt_train.py": dict(rtol=2e-2, atol=2e-2)}
+             "gpt_train.py": dict(rtol=2e-2, atol=2e-2),
+             "regress_amp.py": dict(rtol=5e-2, atol=1e-2)}  # float16 on neuron, float32 on the CPU
+# the regression corpus runs on neuron with NEURON_RNG=cpu: float32 programs on one device equal
+# the CPU exactly (regress_guards runs DataParallel over all neuron devices: float32 tolerances)
+EXACT = {"regress_seed.py", "regress_backend.py"}
 UPDATE = os.environ.get("PORT_UPDATE_CORPUS") == "1"
 
 
@@ -110,4 +117,28 @@ def test_rewritten_program_runs_the_same_on_neuron_and_cpu(name, corpus_runs):
     assert results["cpu"].keys() == results["neuron"].keys()
     torch.testing.assert_close(torch.tensor(_flatten(results["neuron"]), dtype=torch.float64),
                                torch.tensor(_flatten(results["cpu"]), dtype=torch.float64),
-                               **TOLERANCE.get(name, dict(rtol=1e-4, atol=1e-6)))
+                               **(dict(rtol=0, atol=0) if name in EXACT
+                                  else TOLERANCE.get(name, dict(rtol=1e-4, atol=1e-6))))
+
+
+@pytest.mark.parametrize("name", REGRESS)
+def test_fixed_program_equals_the_original_on_cpu(name, corpus_runs):
+    """A fix never makes a program worse: where there is no accelerator it is the same program."""
+    results = {}
+    for run in (name, fixed_name(name)):
+        with open(os.path.join(corpus_runs["cpu"], run + ".json")) as f:
+            results[run] = json.load(f)
+    assert results[fixed_name(name)] == results[name]
+
+
+def test_cuda_autocast_keeps_float16_with_its_scaler(corpus_runs):
+    """`torch.cuda.amp.autocast()` means float16: on neuron the fixed program computes in float16
+    with a live GradScaler; on the CPU both stay off, as the original had them."""
+    seen = {}
+    for device in ("cpu", "neuron"):
+        path = os.path.join(corpus_runs[device], "regress_amp.fixed.py.json.precision.json")
+        with open(path) as f:
+            seen[device] = json.load(f)
+    assert seen["neuron"]["dtypes"] == ["torch.float16"]
+    assert seen["cpu"] == {"dtypes": ["torch.float32"], "scale": 1.0}
+    assert seen["neuron"]["scale"] > 1.0

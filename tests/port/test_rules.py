@@ -476,8 +476,11 @@ def set_seed(s):
 import torch
 torch.cuda.manual_seed(1)
 """,
-     'TNP110-',
-     None),
+     'TNP110+',
+     """\
+import torch
+if torch.accelerator.is_available(): torch.get_device_module().manual_seed(1)
+"""),
     ('device_ctx', """\
 import torch
 with torch.cuda.device(1):
@@ -555,7 +558,7 @@ with torch.cuda.amp.autocast():
      'TNP201+',
      """\
 import torch
-with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type):
+with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.float16, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('autocast_args', """\
@@ -566,7 +569,7 @@ with torch.cuda.amp.autocast(True, torch.bfloat16):
      'TNP201+',
      """\
 import torch
-with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=True, dtype=torch.bfloat16):
+with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available(), dtype=torch.bfloat16):
     pass
 """),
     ('autocast_import', """\
@@ -578,7 +581,7 @@ with autocast(dtype=torch.bfloat16):
      'TNP201+',
      """\
 import torch
-with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16):
+with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('autocast_multiline', """\
@@ -594,7 +597,7 @@ with torch.cuda.amp.autocast(
 import torch
 with torch.amp.autocast(
     device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type,
-    enabled=True,
+    enabled=torch.accelerator.is_available(),
     dtype=torch.float16,
 ):
     pass
@@ -628,7 +631,7 @@ scaler = torch.cuda.amp.GradScaler(init_scale=1024)
      'TNP202+',
      """\
 import torch
-scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, init_scale=1024)
+scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, init_scale=1024, enabled=torch.accelerator.is_available())
 """),
     ('scaler_import_noimport_torch', """\
 from torch.cuda.amp import GradScaler
@@ -638,7 +641,7 @@ scaler = GradScaler()
      """\
 import torch
 
-scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available())
 """),
     ('scaler_new', """\
 import torch
@@ -809,8 +812,14 @@ import argparse
 p = argparse.ArgumentParser()
 p.add_argument("--backend", default="nccl")
 """,
-     'TNP501-',
-     None),
+     'TNP501+',
+     """\
+import argparse
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--backend", default=torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
+"""),
     ('nccl_enum', """\
 import torch.distributed as dist
 dist.init_process_group(backend=dist.Backend.NCCL)
@@ -1563,6 +1572,178 @@ def f():
         return x.to(accelerator.type + ":0")
     return g
 """),
+    # --- a fix never makes a program worse (issue 46) ---
+    ('guard_blocked_by_body', """\
+import torch
+import torch.nn as nn
+def place(model, device):
+    if device.type == "cuda":
+        model.cuda(device)
+        model = nn.DataParallel(model)
+    return model
+""",
+     'TNP004- TNP001- TNP503-',
+     None),
+    ('guard_kept_leaves_body', """\
+import time
+import torch
+def step(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    return time.time()
+""",
+     'TNP004- TNP105- TNP107-',
+     None),
+    ('guard_inert_body', """\
+import torch
+def setup(device):
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+""",
+     'TNP004+ TNP301-',
+     """\
+import torch
+def setup(device):
+    if device.type != "cpu":
+        torch.backends.cudnn.benchmark = True
+"""),
+    ('guard_not_stacked', """\
+import torch
+def timed(x):
+    if x.device.type == "cuda":
+        torch.cuda.synchronize()
+    return x
+""",
+     'TNP004+ TNP105+',
+     """\
+import torch
+def timed(x):
+    if x.device.type != "cpu":
+        torch.accelerator.synchronize()
+    return x
+"""),
+    ('guard_nested_kept', """\
+import torch
+def f(x, device):
+    if x.device.type == "cuda":
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return x
+""",
+     'TNP004+ TNP004- TNP105-',
+     """\
+import torch
+def f(x, device):
+    if x.device.type != "cpu":
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return x
+"""),
+    ('seed_guarded', """\
+import torch
+def seed(s):
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed(s)
+""",
+     'TNP101+ TNP110+',
+     """\
+import torch
+def seed(s):
+    if torch.accelerator.is_available():
+        torch.get_device_module().manual_seed(s)
+"""),
+    ('seed_guard_next_to_torch_seed', """\
+import torch
+def seed(s):
+    torch.manual_seed(s)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(s)
+""",
+     'TNP101+ TNP110+',
+     """\
+import torch
+def seed(s):
+    torch.manual_seed(s)
+"""),
+    ('autocast_default_float16', """\
+import torch
+def forward(model, x):
+    with torch.cuda.amp.autocast():
+        return model(x)
+""",
+     'TNP201+',
+     """\
+import torch
+def forward(model, x):
+    with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.float16, enabled=torch.accelerator.is_available()):
+        return model(x)
+"""),
+    ('autocast_enabled_flag', """\
+import torch
+def forward(model, x, amp):
+    scaler = torch.cuda.amp.GradScaler(enabled=amp)
+    with torch.cuda.amp.autocast(enabled=amp):
+        return model(x), scaler
+""",
+     'TNP202+ TNP201+',
+     """\
+import torch
+def forward(model, x, amp):
+    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+    scaler = torch.amp.GradScaler(accelerator.type, enabled=amp and torch.accelerator.is_available())
+    with torch.amp.autocast(device_type=accelerator.type, enabled=amp and torch.accelerator.is_available(), dtype=torch.float16):
+        return model(x), scaler
+"""),
+    ('autocast_guarded', """\
+import torch
+def forward(model, x):
+    if torch.cuda.is_available():
+        with torch.cuda.amp.autocast():
+            return model(x)
+    return model(x)
+""",
+     'TNP101+ TNP201+',
+     """\
+import torch
+def forward(model, x):
+    if torch.accelerator.is_available():
+        with torch.amp.autocast(device_type=torch.accelerator.current_accelerator().type, dtype=torch.float16):
+            return model(x)
+    return model(x)
+"""),
+    ('nccl_option_default', """\
+import argparse
+import torch.distributed as dist
+p = argparse.ArgumentParser()
+p.add_argument("--dist-backend", default="nccl", type=str)
+""",
+     'TNP501+',
+     """\
+import argparse
+import torch.distributed as dist
+import torch
+
+p = argparse.ArgumentParser()
+p.add_argument("--dist-backend", default=torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")), type=str)
+"""),
+    ('data_parallel_functional', """\
+import torch
+from torch.nn.parallel import data_parallel
+def run(model, x):
+    return data_parallel(model, x)
+""",
+     'TNP503-',
+     None),
+    ('device_type_param_given_device', """\
+import torch
+def configure(model, device_type):
+    return torch.optim.AdamW(model.parameters(), fused=device_type == "cuda")
+def main(model, device):
+    return configure(model, device)
+""",
+     'TNP004-',
+     None),
 ]
 
 

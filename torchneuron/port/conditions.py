@@ -78,7 +78,11 @@ def is_type(sc: Reporter, node: cst.CSTNode) -> bool:
         return True  # device.type, tensor.device.type
     name = (dotted_name(node) or "").rsplit(".", 1)[-1]
     if name in _TYPE_NAMES or name.endswith("_device_type"):
-        return True
+        # a parameter so named is a type unless a call in this file passes something that
+        # is not provably one (a device string, "cuda:0", would pass `!= "cpu"`)
+        values = sc.facts.assigned_values(node) if isinstance(node, cst.Name) else None
+        params = [v for v in values or () if isinstance(v, cst.Param)]
+        return all(is_type(sc, a) for p in params for a in sc.facts.passed_to(p))
     if string_value(node) is not None:
         return ":" not in string_value(node)
     if isinstance(node, cst.IfExp):
@@ -88,6 +92,13 @@ def is_type(sc: Reporter, node: cst.CSTNode) -> bool:
         return bool(values) and all(isinstance(v, cst.BaseExpression) and v is not node
                                     and is_type(sc, v) for v in values)
     return False
+
+
+def proves_accelerator(sc: Reporter, test: cst.CSTNode) -> bool:
+    """A device-type test for CUDA the fix turns into "not the CPU": true only on an
+    accelerator, so a guard under it would be a second guard of the same thing."""
+    parsed = parse(sc, test)
+    return parsed is not None and parsed.kind != "exact" and not parsed.negated
 
 
 def device_type_of(test: Test, subject: cst.BaseExpression) -> cst.BaseExpression:
@@ -124,7 +135,9 @@ def comparison(sc: Reporter, node: cst.SimpleString) -> None:
             break
     shown = cst.Module([]).code_for_node(test.node if test else node)
     if test is None or test.kind == "exact":
-        sc.report(node, "TNP004", f"`{shown}`")
+        finding = sc.report(node, "TNP004", f"`{shown}`")
+        if test is not None:
+            sc.device_test(finding, test.node)
         return
     around = sc.facts.parent(test.node)
 
@@ -132,8 +145,9 @@ def comparison(sc: Reporter, node: cst.SimpleString) -> None:
         new = _is_cpu_test(test, test.subject_in(upd))
         return new if isinstance(around, _COMPARISON_OK) else parenthesize(new)
 
-    sc.report(node, "TNP004", f"`{shown}`", fixes={test.node: fix},
-              writes_torch=test.kind != "type")
+    finding = sc.report(node, "TNP004", f"`{shown}`", fixes={test.node: fix},
+                        writes_torch=test.kind != "type")
+    sc.device_test(finding, test.node)
 
 
 def idiom(sc: Reporter, node: cst.IfExp) -> bool:

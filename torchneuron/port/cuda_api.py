@@ -19,6 +19,7 @@ from .cst_util import (
     insert_first,
     keyword,
     new_arg,
+    parenthesize,
     positional,
     tidy_commas,
 )
@@ -111,25 +112,85 @@ def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTN
             func=target, args=[as_positional(upd.args[0]).with_changes(
                 comma=cst.MaybeSentinel.DEFAULT)])
     elif kind == "seed":
-        if not _next_to_torch_seed(sc, call):
+        if len(args) != 1 or args[0].keyword is not None:
             return None
-        fixes.update(_removal(sc, call))
+        seed = cst.Module([]).code_for_node(args[0].value)
+        stmt = sc.facts.parent(sc.facts.parent(call))
+        guard = _sole_statement_of_guard(sc, call)
+        if _next_to_torch_seed(sc, stmt, seed):
+            fixes.update(_removal(sc, call))
+        elif guard is not None and _next_to_torch_seed(sc, guard, seed):
+            # `if torch.cuda.is_available(): torch.cuda.manual_seed_all(s)` next to
+            # `torch.manual_seed(s)`: the `if` goes, that call already seeds every device
+            fixes[guard] = lambda upd: cst.RemovalSentinel.REMOVE
+        else:
+            # seeds the accelerator alone, as it seeded CUDA alone (the CPU's stream is left as
+            # it was); torch.cuda's seeding is a no-op where CUDA is not, so it runs only
+            # where an accelerator is
+            method = expr(f"torch.get_device_module().{_seed_name(sc, call)}")
+            rename = lambda upd: upd.with_changes(func=method)  # noqa: E731
+            if sc.facts.guarded(call):
+                fixes[call] = rename
+            else:
+                line = _alone_on_line(sc, call)
+                if line is None:
+                    return None
+                fixes[call] = rename
+                fixes[line] = _guard_statement
     elif kind == "autocast":
+        # torch.cuda.amp.autocast() means float16 (torch.amp's default is the device's, bfloat16
+        # on neuron, while the program's GradScaler is there for float16), and it is off where
+        # CUDA is not: both are kept, so the program is the same one on every machine.
         if len(positional(args)) > len(rules.AUTOCAST_PARAMS):
             return None
         dev = sc.facts.device_type(call)
-        fixes[call] = lambda upd: upd.with_changes(func=target, args=insert_first(
-            [as_keyword(a, rules.AUTOCAST_PARAMS[i]) if a.keyword is None else a
-             for i, a in enumerate(upd.args)], new_arg(expr(dev), "device_type")))
+        gate = not sc.facts.guarded(call)
+
+        def fix(upd: cst.Call) -> cst.Call:
+            new_args = [as_keyword(a, rules.AUTOCAST_PARAMS[i]) if a.keyword is None else a
+                        for i, a in enumerate(upd.args)]
+            if find_arg(new_args, "dtype") is None:
+                new_args.append(new_arg(expr("torch.float16"), "dtype"))
+            new_args = _only_with_accelerator(new_args) if gate else new_args
+            return upd.with_changes(func=target, args=insert_first(
+                new_args, new_arg(expr(dev), "device_type")))
+        fixes[call] = fix
     elif kind == "grad_scaler":
+        # torch.cuda.amp.GradScaler disables itself where CUDA is not; torch.amp's on the CPU
+        # does not
         dev = sc.facts.device_type(call)
-        fixes[call] = lambda upd: upd.with_changes(
-            func=target, args=insert_first(upd.args, new_arg(expr(dev))))
+        if len(positional(args)) > len(rules.GRAD_SCALER_PARAMS):
+            return None
+        gate = not sc.facts.guarded(call)
+
+        def fix(upd: cst.Call) -> cst.Call:
+            new_args = [as_keyword(a, rules.GRAD_SCALER_PARAMS[i]) if a.keyword is None else a
+                        for i, a in enumerate(upd.args)]
+            new_args = _only_with_accelerator(new_args) if gate else new_args
+            return upd.with_changes(func=target, args=insert_first(new_args, new_arg(expr(dev))))
+        fixes[call] = fix
     elif kind == "custom_fwd":
         dev = sc.facts.device_type(call)
         fixes[call] = lambda upd: upd.with_changes(
             func=target, args=tidy_commas([*upd.args, new_arg(expr(dev), "device_type")]))
     return fixes
+
+
+def _only_with_accelerator(args: list[cst.Arg]) -> list[cst.Arg]:
+    """`enabled=` (or `enabled=<e>`) becomes `enabled=<e> and torch.accelerator.is_available()`."""
+    found = find_arg(args, "enabled")
+    if found is None:
+        return tidy_commas([*args, new_arg(expr(rules.AVAILABLE), "enabled")])
+    i, arg = found
+    value = arg.value
+    if isinstance(value, cst.Name) and value.value == "True":
+        return [*args[:i], arg.with_changes(value=expr(rules.AVAILABLE)), *args[i + 1:]]
+    if isinstance(value, (cst.BooleanOperation, cst.IfExp, cst.Lambda, cst.NamedExpr)):
+        value = parenthesize(value)
+    args = list(args)
+    args[i] = arg.with_changes(value=cst.BooleanOperation(
+        left=value, operator=cst.And(), right=expr(rules.AVAILABLE)))
+    return args
 
 
 def _alone_on_line(sc: Reporter, call: cst.Call) -> cst.SimpleStatementLine | None:
@@ -140,24 +201,25 @@ def _alone_on_line(sc: Reporter, call: cst.Call) -> cst.SimpleStatementLine | No
     return None
 
 
-def _next_to_torch_seed(sc: Reporter, call: cst.Call) -> bool:
-    """`torch.cuda.manual_seed_all(s)` next to `torch.manual_seed(s)` (only other seeding in
-    between): replacing it by another `torch.manual_seed(s)` changes no RNG state."""
-    if len(call.args) != 1 or call.args[0].keyword is not None:
-        return False
-    seed = cst.Module([]).code_for_node(call.args[0].value)
-    stmt = sc.facts.parent(sc.facts.parent(call))
+def _next_to_torch_seed(sc: Reporter, stmt: cst.CSTNode, seed: str) -> bool:
+    """The statement `stmt` (a `torch.cuda.manual_seed_all(s)`, or the `if` around it) is next
+    to `torch.manual_seed(s)` (only other seeding in between): `torch.manual_seed(s)` already
+    seeds every device, so dropping it changes no RNG state."""
     block = sc.facts.parent(stmt)
-    if not isinstance(stmt, cst.SimpleStatementLine) or block is None:
+    if block is None or not hasattr(block, "body") or not isinstance(block.body, (list, tuple)):
         return False
     body = list(block.body)
+    if stmt not in body:
+        return False
     at = body.index(stmt)
     for direction in (-1, 1):
         i = at + direction
         while 0 <= i < len(body):
             c = _only_call(body[i])
             if c is None:
-                break
+                c = _only_call(_sole_body(sc, body[i]))
+                if c is None or not (sc.facts.qname(c.func) or "").startswith("torch.cuda.manual"):
+                    break
             if (sc.facts.qname(c.func) == "torch.manual_seed" and len(c.args) == 1
                     and cst.Module([]).code_for_node(c.args[0].value) == seed):
                 return True
@@ -165,6 +227,46 @@ def _next_to_torch_seed(sc: Reporter, call: cst.Call) -> bool:
                 break
             i += direction
     return False
+
+
+def _sole_body(sc: Reporter, stmt: cst.CSTNode) -> cst.CSTNode | None:
+    """The one statement of an availability guard `if torch.cuda.is_available(): <stmt>`."""
+    if not (isinstance(stmt, cst.If) and stmt.orelse is None
+            and sc.facts.proves_available(stmt.test)):
+        return None
+    body = stmt.body.body
+    if len(body) != 1:
+        return None
+    only = body[0]
+    if isinstance(stmt.body, cst.SimpleStatementSuite):  # `if ...: call()` on one line
+        return cst.SimpleStatementLine(body=[only])
+    return only
+
+
+def _sole_statement_of_guard(sc: Reporter, call: cst.Call) -> cst.If | None:
+    """The availability guard whose whole body is the statement `call` makes, with no comment
+    to lose."""
+    small = sc.facts.parent(call)
+    container = sc.facts.parent(small)
+    if isinstance(container, cst.SimpleStatementSuite):  # `if ...: call()` on one line
+        suite, line = container, None
+    else:
+        suite, line = sc.facts.parent(container), container
+    guard = sc.facts.parent(suite) if suite is not None else None
+    if not isinstance(guard, cst.If) or guard.body is not suite or guard.orelse is not None:
+        return None
+    if len(suite.body) != 1 or not sc.facts.proves_available(guard.test):
+        return None
+    if len(getattr(container, "body", ())) != 1:
+        return None
+    comments = list(guard.leading_lines) + (list(line.leading_lines) if line else [])
+    if any(e.comment is not None for e in comments):
+        return None
+    return guard
+
+
+def _seed_name(sc: Reporter, call: cst.Call) -> str:
+    return (sc.facts.qname(call.func) or "torch.cuda.manual_seed").rsplit(".", 1)[-1]
 
 
 def _removal(sc: Reporter, call: cst.Call) -> dict[cst.CSTNode, Fix]:

@@ -143,6 +143,21 @@ def process_group(sc: Reporter, call: cst.Call, params: tuple[str, ...]) -> None
     sc.report(arg, "TNP501", "backend=NCCL", fixes={value: lambda upd: default})
 
 
+def nccl_option_default(sc: Reporter, node: cst.SimpleString) -> bool:
+    """`add_argument("--backend", default="nccl")`: the default becomes the accelerator's own
+    backend (NCCL on CUDA, gloo without an accelerator), so the program runs by default on
+    every machine; a value given on the command line is used as before. True when handled."""
+    arg = sc.facts.parent(node)
+    call = sc.facts.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not (isinstance(call, cst.Call) and keyword(arg) == "default"
+            and isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+        return False
+    device = rules.ACCEL if sc.facts.guarded(call) else rules.device_expr(same_quote(node))
+    default = expr(f"torch.distributed.get_default_backend_for_device({device})")
+    sc.report(node, "TNP501", f"option default {node.value}", fixes={node: lambda upd: default})
+    return True
+
+
 def _is_nccl(sc: Reporter, node: cst.CSTNode) -> bool:
     value = string_value(node)
     if value is not None:

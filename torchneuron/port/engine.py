@@ -10,7 +10,7 @@ from typing import Callable
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
-from . import rules, sources, syntax
+from . import conditions, guards, rules, sources, syntax
 from .facts import Facts
 from .findings import Finding
 from .notebook import Notebook, NotebookError
@@ -48,12 +48,17 @@ def scan_source(source: str, enabled: Callable[[str], bool] = lambda c: True,
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)  # parsed here, used once
     facts = Facts(module)
     scanner = Scanner(source.splitlines(), facts, enabled)
+    facts.accelerator_test = lambda test: conditions.proves_accelerator(scanner, test)
     with facts.resolve(wrapper):
         wrapper.visit(scanner)
+    guards.settle(scanner.scan)
+    scanner.scan.settle()
     findings = sorted(scanner.scan.findings, key=lambda f: (f.line, f.col, f.code))
-    if not fix or not scanner.scan.fixes:
+    new = rewrite(wrapper.module, scanner.scan).code if fix and scanner.scan.fixes else source
+    for f in findings:
+        f.fixes = {}  # used: a result that crosses processes (-j) carries no closures
+    if new is source:
         return findings, source
-    new = rewrite(wrapper.module, scanner.scan).code
     try:
         cst.parse_module(new)
     except cst.ParserSyntaxError as e:  # a bug in a fix: never write what does not parse

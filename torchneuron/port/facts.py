@@ -4,6 +4,8 @@ is provably an integer (so a device index). The scanner asks; nothing here repor
 
 from __future__ import annotations
 
+from typing import Callable
+
 import libcst as cst
 from libcst.metadata import (
     ParentNodeProvider,
@@ -26,6 +28,10 @@ class Facts(cst.MetadataDependent):
         self.int_options: set[str] = set()  # argparse dests declared with type=int
         module.visit(_IntOptions(self.int_options))
         self._int_attributes: dict[tuple[int, str], bool] = {}  # (class id, name) -> proven
+        self._module = module
+        # a device-type test that proves an accelerator (conditions.proves_accelerator); set by
+        # the engine, since conditions reads these facts
+        self.accelerator_test: Callable[[cst.CSTNode], bool] | None = None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self.get_metadata(ParentNodeProvider, node, None)
@@ -68,8 +74,39 @@ class Facts(cst.MetadataDependent):
                 return None
         return values or None
 
+    def passed_to(self, param: cst.Param) -> list[cst.BaseExpression]:
+        """What the calls of the function in this module pass as `param` (by name or position;
+        a call through an attribute is taken for a method call, `self` not passed)."""
+        func = self.parent(self.parent(param))
+        if not isinstance(func, cst.FunctionDef):
+            return []
+        params = list(func.params.params)
+        position = params.index(param) if param in params else None
+        name = func.name.value
+        found: list[cst.BaseExpression] = []
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                f = node.func
+                if isinstance(f, cst.Name) and f.value == name:
+                    at = position
+                elif isinstance(f, cst.Attribute) and f.attr.value == name:
+                    at = position - 1 if position else None
+                else:
+                    return
+                arg = find_arg(node.args, param.name.value, at)
+                if arg is not None:
+                    found.append(arg[1].value)
+
+        self._module.visit(_Calls())
+        return found
+
     def proves_available(self, test: cst.CSTNode) -> bool:
-        """True when `test` being true means an accelerator is available."""
+        """True when `test` being true means an accelerator is available: an availability or
+        device-count query, or a device-type test for CUDA the fix turns into "not the CPU"
+        (a guard under it would be a second guard of the same thing)."""
+        if self.accelerator_test is not None and self.accelerator_test(test):
+            return True
         if isinstance(test, cst.Call):
             return self.qname(test.func) in rules.AVAILABILITY_FUNCS
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):

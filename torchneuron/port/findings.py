@@ -26,6 +26,17 @@ class Finding:
     fixable: bool
     path: str = ""
     cell: int | None = None  # notebooks: 1-based cell index, and line/col inside that cell
+    # what the fix rewrites (original node id -> Fix), kept with the finding so that a later
+    # decision (guards.py) can take a fix back with its finding
+    fixes: dict[int, Fix] = field(default_factory=dict, repr=False, compare=False)
+    writes_torch: bool = field(default=False, repr=False, compare=False)
+
+    def unfix(self, why: str) -> None:
+        """The fix is not made after all; the finding stays, saying why."""
+        if self.fixable:
+            self.fixable = False
+            self.fixes = {}
+            self.message = self.message.split(" -> ", 1)[0] + f" (left as it is: {why})"
 
     @property
     def hint(self) -> str:
@@ -33,10 +44,38 @@ class Finding:
 
 
 @dataclass
+class DeviceTest:
+    """A device-type test (TNP004) that decides an `if`: `body` is the code it guards (what runs
+    on the device the test selects), `branches` all of its code; (line, col) ranges, 1-based."""
+
+    finding: Finding
+    body: tuple[tuple[int, int], tuple[int, int]]
+    branches: tuple[tuple[int, int], tuple[int, int]]
+
+
+@dataclass
 class Scan:
     findings: list[Finding] = field(default_factory=list)
-    fixes: dict[int, Fix] = field(default_factory=dict)
+    device_tests: list[DeviceTest] = field(default_factory=list)
+    fixes: dict[int, Fix] = field(default_factory=dict)  # filled by settle()
     needs_torch: bool = False  # a fix wrote `torch.` into the module
+
+    def settle(self) -> None:
+        """The fixes of the findings still fixable, in the order they were found (two fixes of one
+        node, such as a statement rewritten and comments moved onto it, run in that order)."""
+        self.fixes = {}
+        for f in self.findings:
+            for target, fix in f.fixes.items():
+                earlier = self.fixes.get(target)
+                self.fixes[target] = fix if earlier is None else _then(earlier, fix)
+        self.needs_torch = any(f.fixable and f.writes_torch for f in self.findings)
+
+
+def _then(first: Fix, second: Fix) -> Fix:
+    def both(upd: cst.CSTNode) -> cst.CSTNode:
+        upd = first(upd)
+        return second(upd) if isinstance(upd, cst.CSTNode) else upd
+    return both
 
 
 class Reporter(Protocol):
@@ -47,5 +86,9 @@ class Reporter(Protocol):
     handled: set[int]
 
     def report(self, node: cst.CSTNode, code: str, message: str = "",
-               fixes: dict[cst.CSTNode, Fix] | None = None, writes_torch: bool = True) -> None:
+               fixes: dict[cst.CSTNode, Fix] | None = None,
+               writes_torch: bool = True) -> Finding | None:
+        ...
+
+    def device_test(self, finding: Finding | None, test: cst.CSTNode) -> None:
         ...

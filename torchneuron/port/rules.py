@@ -17,6 +17,7 @@ class Rule:
     title: str  # one line: what was found
     fix: str | None  # what `port fix` writes, when it can
     hint: str  # what to do by hand when it cannot
+    inert: bool = False  # left as it is, it still runs on other devices (a switch, a name)
 
 
 def _rules(*rows: Rule) -> dict[str, Rule]:
@@ -69,7 +70,7 @@ RULES = _rules(
          "use `torch.Stream` / `torch.accelerator.current_stream()`; `with stream:` sets it"),
     Rule("TNP110", "`torch.cuda.manual_seed(_all)`",
          "removed where a `torch.manual_seed` of the same seed is next to it (it seeds every "
-         "device)",
+         "device), else `torch.get_device_module().manual_seed(_all)` where an accelerator is",
          "`torch.manual_seed(s)` seeds every device (and the CPU)"),
     Rule("TNP111", "`torch.cuda.device()` context", "`torch.accelerator.device_index()`",
          "`torch.accelerator.device_index(i)` takes an index"),
@@ -96,17 +97,17 @@ RULES = _rules(
          "use `torch.amp.custom_fwd(device_type=...)`"),
     # --- CUDA backend switches ----------------------------------------------------------------
     Rule("TNP301", "`torch.backends.cudnn.benchmark`", None,
-         "a cuDNN autotuner switch: no effect on other devices, safe to keep or drop"),
+         "a cuDNN autotuner switch: no effect on other devices, safe to keep or drop", inert=True),
     Rule("TNP302", "`torch.backends.cudnn.deterministic`", None,
-         "use `torch.use_deterministic_algorithms(True)` for every device"),
+         "use `torch.use_deterministic_algorithms(True)` for every device", inert=True),
     Rule("TNP303", "`torch.backends.cuda.matmul.allow_tf32`", None,
-         "use `torch.set_float32_matmul_precision(\"high\")` (it applies to every device)"),
+         "use `torch.set_float32_matmul_precision(\"high\")` (it applies to every device)", inert=True),
     Rule("TNP304", "`torch.backends.cudnn.allow_tf32`", None,
-         "a cuDNN convolution switch: no effect on other devices"),
+         "a cuDNN convolution switch: no effect on other devices", inert=True),
     Rule("TNP305", "CUDA attention-kernel selection (`sdp_kernel`, `enable_flash_sdp`, ...)", None,
-         "use `torch.nn.attention.sdpa_kernel([...])`"),
+         "use `torch.nn.attention.sdpa_kernel([...])`", inert=True),
     Rule("TNP306", "other `torch.backends.cuda` / `cudnn` setting", None,
-         "a CUDA-only switch: no effect on other devices"),
+         "a CUDA-only switch: no effect on other devices", inert=True),
     # --- torch.compile ------------------------------------------------------------------------
     Rule("TNP401", "`torch.compile` mode tuned for CUDA (max-autotune, reduce-overhead)", None,
          "these modes autotune Triton kernels and capture CUDA graphs; on neuron use the default "
@@ -120,15 +121,18 @@ RULES = _rules(
     Rule("TNP502", "DDP `device_ids` / `output_device` (CUDA modules only)",
          "`[...] if torch.accelerator.is_available() else None`",
          "pass `device_ids` only when the module is on an accelerator"),
-    Rule("TNP503", "`nn.DataParallel` (CUDA only)", None,
-         "use `DistributedDataParallel` (one process per device)"),
+    Rule("TNP503", "`nn.DataParallel` / `nn.parallel.data_parallel` (one process, all devices)",
+         None,
+         "runs on CUDA and neuron devices (and as a plain call without an accelerator); "
+         "`DistributedDataParallel` (one process per device) is faster and runs on every "
+         "accelerator", inert=True),
     # --- environment --------------------------------------------------------------------------
     Rule("TNP601", "`CUDA_VISIBLE_DEVICES`", None,
-         "device visibility is per backend: neuron reads `NEURON_RT_VISIBLE_CORES`"),
+         "device visibility is per backend: neuron reads `NEURON_RT_VISIBLE_CORES`", inert=True),
     Rule("TNP602", "NCCL environment variable", None,
-         "NCCL settings affect CUDA only; the neuron backend ignores them"),
+         "NCCL settings affect CUDA only; the neuron backend ignores them", inert=True),
     Rule("TNP603", "other CUDA environment variable", None,
-         "CUDA-only setting: it has no effect on other devices"),
+         "CUDA-only setting: it has no effect on other devices", inert=True),
 )
 
 # --- canonical expressions the fixes write ----------------------------------------------------
@@ -228,6 +232,8 @@ LEGACY_TYPES = {p + s for p in ("Float", "Double", "Half", "BFloat16", "Long", "
 # Positional parameters of `torch.cuda.amp.autocast` and `torch.cuda.Event`: the torch.amp /
 # torch.Event signatures put something else first, so these become keywords.
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+GRAD_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval",
+                      "enabled")
 EVENT_PARAMS = ("enable_timing", "blocking", "interprocess")
 
 # torch.backends switches, longest prefix wins.
@@ -277,6 +283,8 @@ DDP_FUNCS = {"torch.nn.parallel.DistributedDataParallel",
              "torch.nn.parallel.distributed.DistributedDataParallel"}
 DDP_DEVICE_ARGS = ("device_ids", "output_device")  # positions 1 and 2
 DATA_PARALLEL_FUNCS = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                       "torch.nn.parallel.data_parallel",  # the functional form
+                       "torch.nn.parallel.data_parallel.data_parallel",
                        "torch.nn.parallel.data_parallel.DataParallel"}
 
 # Calls whose integer result makes an argument provably a device index.
@@ -293,4 +301,4 @@ CUDA_ENV_PREFIXES = ("CUDA_", "PYTORCH_CUDA_", "PYTORCH_NO_CUDA_", "CUBLAS_", "C
 # A file none of whose text contains one of these cannot hold a finding: it is not parsed. (An
 # integer device, `.to(local_rank)`, is looked for only where a rank or a GPU is named.)
 TRIGGERS = ("cuda", "CUDA", "nccl", "NCCL", "max-autotune", "reduce-overhead", "triton",
-            "DataParallel", "cudnn", "device_ids", "CUBLAS", "rank", "gpu", "GPU")
+            "DataParallel", "data_parallel", "cudnn", "device_ids", "CUBLAS", "rank", "gpu", "GPU")

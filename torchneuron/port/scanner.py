@@ -15,7 +15,7 @@ from libcst.metadata import PositionProvider
 from . import conditions, cuda_api, devices, rules
 from .cst_util import cuda_device_string, dotted_name, string_value
 from .facts import Facts
-from .findings import Finding, Fix, Scan
+from .findings import DeviceTest, Finding, Fix, Scan
 
 _NOQA = re.compile(r"#\s*noqa:\s*([A-Z0-9,\s]+)", re.IGNORECASE)
 
@@ -37,20 +37,35 @@ class Scanner(cst.CSTVisitor):
 
     # ---- reporting ------------------------------------------------------------------------------
     def report(self, node: cst.CSTNode, code: str, message: str = "",
-               fixes: dict[cst.CSTNode, Fix] | None = None, writes_torch: bool = True) -> None:
+               fixes: dict[cst.CSTNode, Fix] | None = None,
+               writes_torch: bool = True) -> Finding | None:
         pos = self.get_metadata(PositionProvider, node).start
         if not self.enabled(code) or self._suppressed(pos.line, code):
-            return
+            return None
         rule = rules.RULES[code]
         fixable = bool(fixes)
         text = message or rule.title
         text += f" -> {rule.fix}" if fixable and rule.fix else ""
-        self.scan.findings.append(Finding(pos.line, pos.column + 1, code, text, fixable))
-        for target, fix in (fixes or {}).items():
-            earlier = self.scan.fixes.get(id(target))
-            self.scan.fixes[id(target)] = fix if earlier is None else _then(earlier, fix)
-        if fixable and writes_torch:
-            self.scan.needs_torch = True
+        finding = Finding(pos.line, pos.column + 1, code, text, fixable,
+                          fixes={id(target): fix for target, fix in (fixes or {}).items()},
+                          writes_torch=writes_torch)
+        self.scan.findings.append(finding)
+        return finding
+
+    def device_test(self, finding: Finding | None, test: cst.CSTNode) -> None:
+        """`test` (reported as `finding`) decides an `if`: guards.py settles it with its body."""
+        node, parent = test, self.facts.parent(test)
+        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+            node, parent = parent, self.facts.parent(parent)
+        if finding is None or not isinstance(parent, (cst.If, cst.IfExp)) or node is not parent.test:
+            return
+        body = self._span(parent.body)
+        last = parent.orelse if parent.orelse is not None else parent.body
+        self.scan.device_tests.append(DeviceTest(finding, body, (body[0], self._span(last)[1])))
+
+    def _span(self, node: cst.CSTNode) -> tuple[tuple[int, int], tuple[int, int]]:
+        r = self.get_metadata(PositionProvider, node)
+        return (r.start.line, r.start.column + 1), (r.end.line, r.end.column + 1)
 
     def _suppressed(self, line: int, code: str) -> bool:
         m = _NOQA.search(self.lines[line - 1]) if line <= len(self.lines) else None
@@ -117,6 +132,8 @@ class Scanner(cst.CSTVisitor):
             return
         if cuda_device_string(value):
             devices.device_string(self, node, value)
+        elif value.lower() == "nccl" and devices.nccl_option_default(self, node):
+            pass
         elif value.lower() == "nccl" or "cuda:nccl" in value.lower():
             self.report(node, "TNP501", f"{node.value} names NCCL")
         elif value in rules.COMPILE_MODES:
@@ -153,14 +170,6 @@ class Scanner(cst.CSTVisitor):
             self.report(node, "TNP602", f"environment variable {value}")
         elif value.startswith(rules.CUDA_ENV_PREFIXES) and _env_name(value):
             self.report(node, "TNP603", f"environment variable {value}")
-
-
-def _then(first: Fix, second: Fix) -> Fix:
-    """Two fixes of one node (a statement rewritten, and comments moved onto it), in order."""
-    def both(upd: cst.CSTNode) -> cst.CSTNode:
-        upd = first(upd)
-        return second(upd) if isinstance(upd, cst.CSTNode) else upd
-    return both
 
 
 def _env_name(value: str) -> bool:

@@ -34,7 +34,7 @@ def main():
     if args.compile:
         model = torch.compile(model, mode="max-autotune")
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler(accelerator.type)
+    scaler = torch.amp.GradScaler(accelerator.type, enabled=torch.accelerator.is_available())
     data = [(torch.randn(args.batch, args.width), torch.randn(args.batch, 1))
             for _ in range(args.steps)]
 
@@ -45,7 +45,7 @@ def main():
     for x, y in data:
         x, y = x.to(accelerator, non_blocking=True), y.to(accelerator, non_blocking=True)
         optimizer.zero_grad(set_to_none=True)
-        with torch.amp.autocast(device_type=accelerator.type, dtype=torch.bfloat16):
+        with torch.amp.autocast(device_type=accelerator.type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
             loss = nn.functional.mse_loss(model(x).float(), y)
         scaler.scale(loss).backward()
         scaler.step(optimizer)

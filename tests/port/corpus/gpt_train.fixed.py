@@ -106,7 +106,7 @@ def main():
     dtype = 'bfloat16' if torch.accelerator.is_available() and torch.get_device_module().is_bf16_supported() else 'float16'
     ptdtype = {'float32': torch.float32, 'bfloat16': torch.bfloat16, 'float16': torch.float16}[dtype]
     ctx = nullcontext() if device_type == 'cpu' else torch.amp.autocast(device_type=device_type, dtype=ptdtype)
-    scaler = torch.amp.GradScaler(accelerator.type, enabled=(dtype == 'float16'))
+    scaler = torch.amp.GradScaler(accelerator.type, enabled=(dtype == 'float16') and torch.accelerator.is_available())
     gpu_id = int(os.environ.get("LOCAL_RANK", 0))
 
     data = torch.randint(0, 64, (args.steps, 4, 17))

@@ -45,7 +45,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     total_steps = len(train_loader) * args.epochs
     scheduler = get_linear_schedule_with_warmup(optimizer, 2, total_steps)
-    scaler = torch.amp.GradScaler(accelerator.type, enabled=args.fp16)
+    scaler = torch.amp.GradScaler(accelerator.type, enabled=args.fp16 and torch.accelerator.is_available())
 
     losses = []
     model.train()
@@ -53,7 +53,7 @@ def main():
         for step, (input_ids, attention_mask, labels) in enumerate(train_loader):
             batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
             batch = {k: v.to(device) for k, v in batch.items()}
-            with torch.amp.autocast(device_type=accelerator.type, enabled=args.fp16):
+            with torch.amp.autocast(device_type=accelerator.type, enabled=args.fp16 and torch.accelerator.is_available(), dtype=torch.float16):
                 loss = model(**batch).loss
             scaler.scale(loss).backward()
             scaler.unscale_(optimizer)
