@@ -22,7 +22,8 @@ from pathlib import Path
 # name -> (torchneuron's module, {name.sub: the module it is})
 _NKI = "torchneuron.kernels.nki"
 _NKI_SUBMODULES = {"language": f"{_NKI}.language", "isa": f"{_NKI}.isa",
-                   "isa.constants": f"{_NKI}.isa_enums", "typing": f"{_NKI}.typing"}
+                   "isa.constants": f"{_NKI}.isa_enums", "typing": f"{_NKI}.typing",
+                   "collectives": f"{_NKI}.collectives"}
 OURS = {
     "nki": (_NKI, _NKI_SUBMODULES),
     "torch_neuronx": ("torchneuron.torch_neuronx", {}),

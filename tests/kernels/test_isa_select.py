@@ -188,3 +188,29 @@ def test_nc_stream_shuffle_mask_rules():
         shuffle(x, list(range(8)))
     with pytest.raises(NkiValidationError, match=r"\[shuffle-partitions\].*48 partitions"):
         shuffle(torch.randn(48, 4), list(range(32)))
+
+
+def test_select_reduce_matches_numpy_where_and_max():
+    @nki.jit
+    def k(pred, x, fill):
+        p, t, f = tile_in(pred), tile_in(x), tile_in(fill)
+        out = nl.ndarray(x.shape, nl.float32, buffer=nl.sbuf)
+        mx = nl.ndarray((x.shape[0], 1), nl.float32, buffer=nl.sbuf)
+        nisa.select_reduce(dst=out, predicate=p, on_true=t, on_false=f, reduce_res=mx,
+                           reduce_cmd=nisa.reduce_cmd.reset_reduce, reverse_pred=True)
+        return tile_out(out), tile_out(mx)
+
+    pred = torch.randint(0, 2, (16, 40), dtype=torch.uint8)
+    x, fill = torch.randn(16, 40), torch.randn(16, 1)
+    out, mx = k(pred, x, fill)
+    ref = np.where(pred.numpy() == 0, x.numpy(), fill.numpy())
+    np.testing.assert_allclose(out.numpy(), ref)
+    np.testing.assert_allclose(mx.numpy(), ref.max(axis=1, keepdims=True))
+
+    def bad(x):
+        p = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf, name="pred")
+        t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        nisa.select_reduce(dst=t, predicate=p, on_true=t, on_false=0.0)
+
+    with pytest.raises(NkiValidationError, match=r"\[operand-dtype\].*predicate 'pred'"):
+        nki.jit(bad)(torch.zeros(1))

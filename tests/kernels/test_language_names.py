@@ -142,3 +142,53 @@ def test_neuronxcc_nki_is_the_same_language_with_the_legacy_index_api_refused():
     with pytest.raises(NkiUnsupportedError, match=r"nl.mgrid belongs to the legacy "
                        r"neuronxcc.nki index API"):
         k(torch.zeros(1))
+
+
+def test_collectives_run_as_rank_zero_of_one():
+    import nki.collectives as ncc
+    from nki.collectives import ReplicaGroup
+    from torchneuron.kernels.nki import NkiUnsupportedError, NkiValidationError
+
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        ncc.all_reduce([x], [out], ReplicaGroup([[ncc.rank_id()]]), nl.add)
+        return out
+
+    x = torch.randn(8, 16)
+    torch.testing.assert_close(k(x), x)
+
+    @nki.jit
+    def two_ranks(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        ncc.all_gather([x], [out], ReplicaGroup([[0, 1]]), collective_dim=0)
+
+    with pytest.raises(NkiValidationError, match=r"\[collective-group\].*\[\[0, 1\]\].*rank 0 "
+                       r"of one"):
+        two_ranks(x)
+
+    @nki.jit
+    def ring(x):
+        ncc.collective_permute_implicit(x)
+
+    with pytest.raises(NkiUnsupportedError, match="collective_permute_implicit"):
+        ring(x)
+
+
+def test_new_language_functions_match_torch():
+    @nki.jit
+    def k(x, w):
+        t, wt = tile_in(x), tile_in(w)
+        return (tile_out(nl.rms_norm(t, wt, axis=1, n=x.shape[1])),
+                tile_out(nl.abs_max(t, wt)), tile_out(nl.tan(t)), tile_out(nl.trunc(t * 3.0)),
+                tile_out(nl.gelu_apprx_sigmoid_dx(t)))
+
+    x, w = torch.randn(16, 32), torch.randn(16, 32)
+    rms, am, tan, tr, gdx = k(x, w)
+    torch.testing.assert_close(rms, x * torch.rsqrt(x.square().mean(1, keepdim=True) + 1e-6) * w)
+    torch.testing.assert_close(am, torch.maximum(x.abs(), w.abs()))
+    torch.testing.assert_close(tan, torch.tan(x))
+    torch.testing.assert_close(tr, torch.trunc(x * 3.0))
+    xr = x.detach().requires_grad_()
+    (xr * torch.sigmoid(1.702 * xr)).sum().backward()
+    torch.testing.assert_close(gdx, xr.grad)

@@ -68,7 +68,7 @@ ALL = (bool_, int8, int16, int32, uint8, uint16, uint32, float16, bfloat16, floa
 BY_NAME = {d.name: d for d in ALL} | {"bool_": bool_}
 
 # The 4-packed MX types exist in NKI only for nc_matmul_mx/quantize_mx on NeuronCore-v4.
-UNSUPPORTED = ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4")
+UNSUPPORTED = ("float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4", "float8_e8m0fnu")
 
 _FROM_TORCH = {torch.bool: bool_, torch.int8: int8, torch.int16: int16, torch.int32: int32,
                torch.uint8: uint8, torch.uint16: uint16, torch.uint32: uint32,
@@ -98,8 +98,9 @@ def as_nki_dtype(value) -> NkiDtype:
     if name in BY_NAME:
         return BY_NAME[name]
     if name in UNSUPPORTED:
-        raise NkiTypeError(f"dtype {name} (4-packed MX data for nc_matmul_mx on NeuronCore-v4) "
-                           "is not supported by the software NeuronCore's NKI")
+        raise NkiTypeError(f"dtype {name} (MX-format data or scales for nc_matmul_mx and "
+                           "quantize_mx on NeuronCore-v4) is not supported by the software "
+                           "NeuronCore's NKI")
     if name in _NO_TRAINIUM_TYPE:
         raise NkiTypeError(f"dtype {name} is not an NKI data type: Trainium's engines have no "
                            f"{name} (supported: {', '.join(d.name for d in ALL)})")

@@ -18,7 +18,8 @@ from .isa_enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf
                         nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine,
                         unknown_engine, vector_engine)
 from .cores import core_barrier  # noqa: F401
-from .isa_select import nc_find_index8, nc_match_replace8, range_select  # noqa: F401
+from .isa_select import (nc_find_index8, nc_match_replace8, range_select,  # noqa: F401
+                         select_reduce)
 from .isa_shuffle import nc_stream_shuffle  # noqa: F401
 from .isa_memory import dma_copy, dma_transpose, memset, tensor_copy  # noqa: F401
 from .isa_reduce import (bn_aggr, bn_stats, max8, tensor_partition_reduce,  # noqa: F401
@@ -48,7 +49,6 @@ UNSUPPORTED = {
     "sequence_bounds": "segment bounds on GpSimd",
     "nonzero_with_count": "GpSimd nonzero compaction",
     "tensor_scalar_cumulative": "cumulative Vector Engine accumulators",
-    "select_reduce": "selection with Vector Engine accumulators",
     "tensor_copy_dynamic_src": "dynamic (register) addressing",
     "tensor_copy_dynamic_dst": "dynamic (register) addressing",
 }
@@ -85,7 +85,7 @@ INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_te
                 "tensor_scalar_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
                 "reciprocal", "exponential", "bn_stats", "bn_aggr", "max8",
                 "tensor_copy_predicated", "dropout", "range_select", "nc_find_index8",
-                "nc_match_replace8", "nc_stream_shuffle", "core_barrier")
+                "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce")
 for _name in INSTRUCTIONS:
     globals()[_name] = _counted(globals()[_name])
 del _name

@@ -75,6 +75,54 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
         store(reduce_res, (row if reduce_cmd is ReduceCmd.idle else regs[:P]).reshape(P, 1), run)
 
 
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=ReduceCmd.idle,
+                  reduce_op=None, reverse_pred=False, name=None):
+    """dst = where(predicate, on_true, on_false) (predicate negated with reverse_pred), and
+    reduce_res the rows' max of dst, through the Vector Engine's accumulators."""
+    I = "nisa.select_reduce"
+    run = current()
+    operands = {"dst": dst, "predicate": predicate, "on_true": on_true}
+    for role, t in operands.items():
+        on_chip_operand(I, role, t, run.limits)
+    require_same_partitions(I, operands)
+    require_same_free_size(I, operands)
+    not_both_psum(I, "on_true", on_true, "predicate", predicate)
+    if predicate.dtype not in (dt.int8, dt.uint8, dt.int16, dt.uint16):
+        fail("operand-dtype", f"{I}: predicate {describe(predicate)} must be int8, uint8, int16 "
+             "or uint16")
+    if on_true.dtype in (dt.tfloat32, dt.int32, dt.uint32):
+        fail("operand-dtype", f"{I}: on_true {describe(on_true)} cannot be tfloat32, int32 or "
+             "uint32")
+    if reduce_op is not None and as_op(reduce_op, I, "reduce_op").name != "maximum":
+        fail("operator", f"{I}: reduce_op must be nl.maximum (the only one select_reduce has)")
+    P = on_true.shape[0]
+    fill = scalar_or_vector(I, "on_false", on_false, P, run, require_f32=True)
+    if reduce_res is not None:
+        on_chip_operand(I, "reduce_res", reduce_res, run.limits)
+        if reduce_res.shape[0] != P or elements_per_partition(reduce_res) != 1 \
+                or not reduce_res.dtype.is_float:
+            fail("operand-shape", f"{I}: reduce_res {describe(reduce_res)} must be a float "
+                 f"({P}, 1) tile")
+    if not run.computes:
+        return
+    keep = int_matrix(predicate) != 0
+    if reverse_pred:
+        keep = ~keep
+    otherwise = fill if torch.is_tensor(fill) else torch.tensor(float(fill))
+    y = torch.where(keep, matrix(on_true), otherwise)
+    store(dst, y, run)
+    if reduce_res is None and reduce_cmd is ReduceCmd.idle:
+        return
+    row = y.amax(dim=1)
+    regs = run.vector_regs()
+    if reduce_cmd in (ReduceCmd.reset, ReduceCmd.reset_reduce):
+        regs[:P] = float("-inf")
+    if reduce_cmd in (ReduceCmd.reduce, ReduceCmd.reset_reduce):
+        regs[:P] = torch.maximum(regs[:P], row)
+    if reduce_res is not None:
+        store(reduce_res, (row if reduce_cmd is ReduceCmd.idle else regs[:P]).reshape(P, 1), run)
+
+
 def _search_values(t) -> torch.Tensor:
     """Values compared exactly: integers as integers, floats as float32."""
     return int_matrix(t).to(torch.float64) if t.dtype.is_integer else matrix(t).to(torch.float64)

@@ -29,7 +29,8 @@ bool_, int8, int16, int32 = _dt.bool_, _dt.int8, _dt.int16, _dt.int32
 uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
 float16, bfloat16, float32, tfloat32 = _dt.float16, _dt.bfloat16, _dt.float32, _dt.tfloat32
 float8_e4m3, float8_e5m2, float8_e4m3fn = _dt.float8_e4m3, _dt.float8_e5m2, _dt.float8_e4m3fn
-float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = _dt.UNSUPPORTED  # refused where used
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4, float8_e8m0fnu = _dt.UNSUPPORTED  # refused
+# where used
 
 
 from .objects import NKIObject  # noqa: E402,F401
@@ -354,6 +355,35 @@ def softmax(x, axis=-1, dtype=None, **kwargs):
     run = _current()
     values = torch.softmax(x.read_f32(), dim=axes[0]) if run.computes else None
     return _result("nl.softmax", x.shape, _dt.as_nki_dtype(dtype or x.dtype), values)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None, **kwargs):
+    """x / sqrt(sum(x^2 over axis) / n + epsilon) * w, computed in float32."""
+    _no_mask("rms_norm", kwargs)
+    _tile("nl.rms_norm", x)
+    _tile("nl.rms_norm", w)
+    axes = _axes("nl.rms_norm", x, axis)
+    run = _current()
+    values = None
+    if run.computes:
+        v = x.read_f32()
+        scale = torch.rsqrt(v.square().sum(dim=axes, keepdim=True) / float(n) + float(epsilon))
+        values = v * scale * w.read_f32()
+    return _result("nl.rms_norm", x.shape, _dt.as_nki_dtype(dtype or compute_dtype or x.dtype),
+                   values)
+
+
+def dropout(x, rate, dtype=None, **kwargs):
+    """x with each element zeroed with probability `rate` (nisa.dropout's rule: no rescale)."""
+    _no_mask("dropout", kwargs)
+    _tile("nl.dropout", x)
+    run = _current()
+    values = None
+    if run.computes:
+        p = rate.read_f32() if isinstance(rate, NkiTensor) else float(rate)
+        keep = torch.rand(x.shape, generator=run.generator) >= p
+        values = torch.where(keep, x.read_f32(), 0.0)
+    return _result("nl.dropout", x.shape, _dt.as_nki_dtype(dtype or x.dtype), values)
 
 
 def where(condition, x, y, dtype=None):

@@ -56,6 +56,12 @@ def _silu_dx(x):
     return s * (1 + x * (1 - s))
 
 
+def _gelu_sigmoid_dx(x):
+    """d/dx of x * sigmoid(1.702 x)."""
+    s = torch.sigmoid(1.702 * x)
+    return s + 1.702 * x * s * (1 - s)
+
+
 def _fold_subtract(x, dims):
     first = x.narrow(dims[0], 0, 1) if len(dims) == 1 else None
     if first is None:
@@ -152,15 +158,26 @@ arctan = Op("arctan", unary=torch.atan, activation=True)
 sqrt = Op("sqrt", unary=torch.sqrt, activation=True)
 sign = Op("sign", unary=torch.sign, activation=True)
 negative = Op("negative", unary=torch.neg)
+tan = Op("tan", unary=torch.tan, activation=True)
+trunc = Op("trunc", unary=torch.trunc)
+logical_not = Op("logical_not", unary=lambda x: (x == 0).to(x.dtype))
+gelu_apprx_sigmoid_dx = Op("gelu_apprx_sigmoid_dx", unary=lambda x: _gelu_sigmoid_dx(x),
+                           activation=True)
 floor = Op("floor", unary=torch.floor)
 ceil = Op("ceil", unary=torch.ceil)
 
+abs_max = Op("abs_max", binary=lambda a, b: torch.maximum(a.abs(), b.abs()),
+             reduce=lambda x, d: x.abs().amax(dim=d))
+abs_min = Op("abs_min", binary=lambda a, b: torch.minimum(a.abs(), b.abs()),
+             reduce=lambda x, d: x.abs().amin(dim=d))
+
 BINARY = [add, subtract, multiply, divide, maximum, minimum, power, fmod, equal, not_equal,
           greater, greater_equal, less, less_equal, logical_and, logical_or, logical_xor,
-          bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift]
+          bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift, abs_max, abs_min]
 UNARY = [invert, abs, rsqrt, reciprocal, copy, square, sigmoid, relu, gelu, gelu_dx,
          gelu_apprx_tanh, gelu_apprx_sigmoid, silu, silu_dx, tanh, softplus, mish, erf, erf_dx,
-         exp, log, sin, cos, arctan, sqrt, sign, negative, floor, ceil]
+         exp, log, sin, cos, arctan, sqrt, sign, negative, floor, ceil, tan, trunc, logical_not,
+         gelu_apprx_sigmoid_dx]
 BY_NAME = {o.name: o for o in BINARY + UNARY}
 _NUMPY = {"add": add, "subtract": subtract, "multiply": multiply, "divide": divide,
           "true_divide": divide, "maximum": maximum, "minimum": minimum, "power": power,

@@ -1,0 +1,120 @@
+"""nki.collectives with single-chip semantics: a kernel on the software NeuronCore runs as rank 0
+of a world of one, so a collective over the replica group [[0]] is what it is for one rank (each
+dst receives its src: a reduction, gather, scatter or exchange of one contribution). A group that
+names another rank is refused (rule `collective-group`): there is no other chip to talk to; the
+ring-implicit permutes, whose partners the runtime chooses, are refused as unsupported. Multi-chip
+training uses torch.distributed's `neuron` backend instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .context import current
+from .errors import NkiUnsupportedError, describe
+from .isa_memory import _move
+from .objects import NKIObject
+from .ops import as_op
+from .rules import fail
+from .tensor import NkiTensor
+
+WORLD = [[0]]  # the replica groups of a world of one rank
+
+
+@dataclass
+class ReplicaGroup(NKIObject):
+    """The ranks a collective runs on, as a list of rank lists."""
+    groups: list = field(default_factory=lambda: [[0]])
+
+    def __post_init__(self):
+        groups = self.groups
+        if groups and not isinstance(groups[0], (list, tuple)):
+            groups = [groups]  # ReplicaGroup([0]) names one rank list
+        self.groups = [[int(r) for r in g] for g in groups]
+
+
+def rank_id() -> int:
+    current()
+    return 0
+
+
+def _single_rank(instr: str, group) -> None:
+    groups = group.groups if isinstance(group, ReplicaGroup) else ReplicaGroup(group).groups
+    if groups != WORLD:
+        fail("collective-group", f"{instr}: replica group {groups} names ranks the software "
+             "NeuronCore does not have; a kernel here runs as rank 0 of one ([[0]]). Run "
+             "multi-rank work through torch.distributed's `neuron` backend")
+
+
+def _copies(instr: str, srcs, dsts) -> list[tuple[NkiTensor, NkiTensor]]:
+    srcs = list(srcs) if isinstance(srcs, (list, tuple)) else [srcs]
+    dsts = list(dsts) if isinstance(dsts, (list, tuple)) else [dsts]
+    if len(srcs) != len(dsts):
+        fail("collective-shape", f"{instr}: {len(srcs)} srcs but {len(dsts)} dsts")
+    pairs = list(zip(srcs, dsts))
+    kinds = set()
+    for src, dst in pairs:
+        for role, t in (("src", src), ("dst", dst)):
+            if not isinstance(t, NkiTensor) or t.buffer.kind == "psum":
+                fail("collective-shape", f"{instr}: {role} "
+                     f"{describe(t) if isinstance(t, NkiTensor) else repr(t)} must be an HBM or "
+                     "SBUF tensor")
+            kinds.add(t.buffer.kind)
+        if src.size != dst.size:
+            fail("collective-shape", f"{instr}: src {describe(src)} and dst {describe(dst)} "
+                 "differ in size; with one rank a collective's dst holds exactly its src")
+    if len(kinds) > 1:
+        fail("collective-shape", f"{instr}: tensors mix HBM and SBUF; all must be in one")
+    return pairs
+
+
+def _run(instr: str, srcs, dsts, group) -> None:
+    run = current()
+    _single_rank(instr, group)
+    for src, dst in _copies(instr, srcs, dsts):
+        if run.computes:
+            _move(dst, src, run)
+
+
+def all_reduce(srcs, dsts, replica_group, op, priority=None):
+    op = as_op(op, "nki.collectives.all_reduce")
+    if op.name not in ("add", "minimum", "maximum"):
+        fail("operator", f"nki.collectives.all_reduce: op={op!r} must be nl.add, nl.minimum or "
+             "nl.maximum")
+    _run("nki.collectives.all_reduce", srcs, dsts, replica_group)
+
+
+def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None):
+    _run("nki.collectives.all_gather", srcs, dsts, replica_group)
+
+
+def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priority=None):
+    _run("nki.collectives.reduce_scatter", srcs, dsts, replica_group)
+
+
+def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None):
+    _run("nki.collectives.all_to_all", srcs, dsts, replica_group)
+
+
+def collective_permute(srcs, dsts, source_target_pairs, priority=None):
+    pairs = [tuple(int(r) for r in p) for p in source_target_pairs]
+    if pairs != [(0, 0)]:
+        fail("collective-group", f"nki.collectives.collective_permute: pairs {pairs} name ranks "
+             "the software NeuronCore does not have; a kernel here is rank 0 of one ([(0, 0)])")
+    _run("nki.collectives.collective_permute", srcs, dsts, WORLD)
+
+
+def _unsupported(name: str, why: str):
+    def collective(*args, **kwargs):
+        raise NkiUnsupportedError(f"nki.collectives.{name} is not supported by the software "
+                                  f"NeuronCore: {why}; docs/nki.md lists what runs")
+    collective.__name__ = name
+    return collective
+
+
+_RING = "its ring partners are chosen by the Neuron runtime of a multi-chip job"
+all_to_all_v = _unsupported("all_to_all_v", "its counts come from a multi-chip runtime")
+collective_permute_implicit = _unsupported("collective_permute_implicit", _RING)
+collective_permute_implicit_reduce = _unsupported("collective_permute_implicit_reduce", _RING)
+collective_permute_implicit_current_processing_rank_id = _unsupported(
+    "collective_permute_implicit_current_processing_rank_id", _RING)
