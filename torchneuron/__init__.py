@@ -51,7 +51,7 @@ from . import device as _device_module  # noqa: E402
 # internal: see runtime/torch_internals.py "torch._register_device_module"
 torch._register_device_module("neuron", _device_module)
 _device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory` works
-_device_module.ipc.install()  # a neuron tensor sent to another process arrives as an error
+_device_module.ipc.install()  # neuron tensors shared between processes, as CUDA IPC
 _device_module.comm.install()  # nn.DataParallel's scatter / gather / broadcast over neuron devices
 _device_state.on_configure(_device_module.memory.apply_oom_snapshot_setting)  # on OOM
 _device_state.on_configure(_device_module.random.apply_rng_setting)  # NEURON_RNG=cpu
@@ -62,7 +62,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
 )
 
 # 5. Op policies: what float64 does on a device without float64 arithmetic, and autocast's
-#    default dtype (its op lists are registered by the C++ core, csrc/Autocast.cpp).
+#    default dtype (its op lists are registered by the C++ core, csrc/ops/Autocast.cpp).
 from .ops import autocast as _autocast  # noqa: E402
 from .ops import dtype_policy as _dtype_policy  # noqa: E402
 from .ops import linear_cross_entropy as _linear_cross_entropy  # noqa: E402

@@ -1,4 +1,4 @@
-"""The native add/sub/mul/div kernels (csrc/ArithmeticKernels.cpp) against the CPU: every form
+"""The native add/sub/mul/div kernels (csrc/aten/native/Arithmetic.cpp) against the CPU: every form
 (functional, in-place, out=), operand kinds that take the fast path (same dtype, Python numbers,
 0-dim CPU tensors, broadcasting, strided views) and those it hands to the fallback (mixed
 dtypes, integer true division, float64, reduced precision with a Python number). Both paths run

@@ -1,4 +1,4 @@
-"""The native fill_/zero_ kernels (csrc/FillKernels.cpp) against the CPU: every dtype, one
+"""The native fill_/zero_ kernels (csrc/aten/native/Fill.cpp) against the CPU: every dtype, one
 element, small and large, dense and strided; the CPU's errors for values a dtype cannot hold."""
 
 import pytest

@@ -1,5 +1,5 @@
-"""The native mm/addmm/bmm kernels (csrc/MatmulKernels.cpp) against the CPU: the CPU kernel runs
-on the neuron tensors directly, so results are bit-identical to the CPU's; operands it cannot
+"""The native mm/addmm/bmm kernels (csrc/aten/native/Matmul.cpp) against the CPU: the CPU kernel
+runs on the neuron tensors directly, so results are bit-identical to the CPU's; operands it cannot
 take (other devices, mixed dtypes, float64) go to the fallback, which raises the CPU's errors or
 the device's."""
 

@@ -1,7 +1,8 @@
 """Bug class found by the model battery (MiniLM in bfloat16): ops with both a CPU kernel and a
 CompositeExplicitAutograd kernel (native_layer_norm, native_group_norm, addr, ...) ran on neuron
 as the composite decomposition instead of the CPU kernel, one ulp off the CPU; bfloat16 then
-rounded differently downstream. They now run the CPU kernel, bit for bit (csrc/Fallback.cpp)."""
+rounded differently downstream. They now run the CPU kernel, bit for bit
+(csrc/aten/Fallback.cpp)."""
 
 import torch
 import torch.nn.functional as F

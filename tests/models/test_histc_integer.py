@@ -1,7 +1,7 @@
 """Bug class found by the model battery (Mixtral and every model on transformers' grouped MoE
 path): transformers counts tokens per expert with torch.histc on int32 on any device that is not
 CPU or MPS, as CUDA allows; neuron ran the CPU kernel, which raised "histogram_cpu not
-implemented for 'Int'". Neuron now bins integers like CUDA (csrc/IntegerHistc.cpp)."""
+implemented for 'Int'". Neuron now bins integers like CUDA (csrc/aten/native/IntegerHistc.cpp)."""
 
 import pytest
 import torch

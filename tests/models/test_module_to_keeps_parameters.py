@@ -1,7 +1,7 @@
 """Bug class found by the model battery: `Module.to("neuron")` replaced every Parameter by a new
 one, so tied weights (GPT-2's lm_head and wte, BERT's decoder and word embeddings) came apart
 on neuron: gradients differed from the CPU's and training diverged. Fixed by the neuron kernel of
-aten::_has_compatible_shallow_copy_type (csrc/ShallowCopy.cpp)."""
+aten::_has_compatible_shallow_copy_type (csrc/aten/native/ShallowCopy.cpp)."""
 
 import pytest
 import torch

@@ -1,7 +1,7 @@
 """Bug class found by the model battery (Parakeet/Nemotron RNN-T decoders): nn.LSTM and nn.GRU
 on neuron take ATen's fused-cell path (as on CUDA), whose kernels exist only for CUDA, so every
-LSTM/GRU raised "not implemented". csrc/RnnCells.cpp provides the cells; results, gradients and
-no-grad inference must match the CPU."""
+LSTM/GRU raised "not implemented". csrc/aten/native/RnnCells.cpp provides the cells; results,
+gradients and no-grad inference must match the CPU."""
 
 import pytest
 import torch

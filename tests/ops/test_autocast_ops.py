@@ -1,4 +1,4 @@
-"""Every op in neuron's autocast lists (csrc/Autocast.cpp, read through op_lists()) runs under
+"""Every op in neuron's autocast lists (csrc/ops/Autocast.cpp, read through op_lists()) runs under
 torch.autocast("neuron") with the dtype its policy prescribes, and with the values the CPU
 computes for the same casts."""
 

@@ -1,5 +1,6 @@
 """Lazily conjugated / negated tensors (conj and neg bits) copied across the device boundary.
-Before csrc/MathBitCopies.cpp, `x.conj().cpu()` on neuron recursed until the stack overflowed."""
+Before csrc/aten/native/MathBitCopies.cpp, `x.conj().cpu()` on neuron recursed until the stack
+overflowed."""
 
 import torch
 from torch.testing import assert_close

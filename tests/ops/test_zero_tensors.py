@@ -1,5 +1,6 @@
-"""Autograd's efficient zero tensors on neuron (csrc/ZeroTensors.cpp). They used to come back
-from the CPU fallback as plain neuron tensors over no memory: reading one crashed the process."""
+"""Autograd's efficient zero tensors on neuron (csrc/aten/native/ZeroTensors.cpp). They used to
+come back from the CPU fallback as plain neuron tensors over no memory: reading one crashed the
+process."""
 
 import torch
 from torch.testing import assert_close

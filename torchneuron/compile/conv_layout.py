@@ -1,7 +1,7 @@
 """The memory format a traced neuron convolution is predicted to answer in: the CPU's.
 
-Neuron's convolution runs the CPU convolution on neuron memory (csrc/DeviceKernels.cpp), so it
-answers in whatever layout the CPU kernel picks (channels-last for a channels-last input, a
+Neuron's convolution runs the CPU convolution on neuron memory (csrc/aten/native/Convolution.cpp),
+so it answers in whatever layout the CPU kernel picks (channels-last for a channels-last input, a
 choice that also depends on the thread count and oneDNN). The fake-tensor rule PyTorch traces
 with asks ATen which layout a PrivateUse1 convolution ("Overrideable" backend) gives and always
 hears "contiguous". A compiled graph then plans on strides the kernel does not produce: Inductor's

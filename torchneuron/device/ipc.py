@@ -8,7 +8,7 @@ dies holding it included, and it counts in the memory statistics of the process 
 it only. Descriptors travel as torch's CPU file-descriptor strategy sends them
 (multiprocessing's DupFd), so the sender must be alive when the receiver unpickles, as on the
 CPU. Start methods: spawn and forkserver share; a child forked after the parent initialized
-neuron is refused at its first device use (torchneuron/device/lifecycle.py)."""
+neuron is refused at its first device use (csrc/device/Lifecycle.cpp)."""
 
 from __future__ import annotations
 

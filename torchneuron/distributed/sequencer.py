@@ -6,8 +6,8 @@ returns to its caller at once on gloo: the backward pass goes on computing while
 the other ranks. The agreement check (agreement.py) has to hear from every rank before gloo may
 start, so run on the caller's thread it would hold the backward pass at each gradient bucket
 until the slowest rank got there. So the check and the start run here instead, and the caller
-gets a Work (csrc/DistWork.cpp, DeferredWork) that completes with the collective, or fails with
-the check's error.
+gets a Work (csrc/distributed/DistWork.cpp, DeferredWork) that completes with the collective, or
+fails with the check's error.
 
 Order is what keeps ranks matched: gloo pairs the ranks' collectives by the order they reach it.
 Collectives of the group on neuron tensors made while earlier ones wait here (a synchronous one

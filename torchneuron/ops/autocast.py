@@ -1,6 +1,7 @@
 """torch.autocast("neuron"): CUDA's op lists with bfloat16, the device's native low-precision
 type, as the default dtype. The cast policies and their op lists are registered in C++ for the
-AutocastPrivateUse1 key (csrc/Autocast.cpp, the one place they live); `op_lists()` reads them."""
+AutocastPrivateUse1 key (csrc/ops/Autocast.cpp, the one place they live); `op_lists()` reads
+them."""
 
 from __future__ import annotations
 

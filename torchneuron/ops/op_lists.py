@@ -1,7 +1,7 @@
 """The one place op lists live. Each list says why its members belong to it.
 
 Autocast's op lists are the exception that proves the rule: they are registered in C++ for the
-AutocastPrivateUse1 key, so they live in csrc/Autocast.cpp (CUDA's lists, from ATen's shared
+AutocastPrivateUse1 key, so they live in csrc/ops/Autocast.cpp (CUDA's lists, from ATen's shared
 macros) and Python reads them with `torchneuron.ops.autocast.op_lists()`."""
 
 # Ops that only move, fill, view or compare bits: they run on float64 (and complex128) tensors
@@ -34,5 +34,5 @@ FLOAT64_DATA_MOVEMENT_OPS = (
 
 # Not a hand list: ops with a CPU kernel that the dispatcher would give neuron as a
 # CompositeExplicitAutograd decomposition (native_layer_norm, native_group_norm, addr, _stack,
-# all/any.dims on 2.13) are found in the dispatcher at import by csrc/Fallback.cpp
+# all/any.dims on 2.13) are found in the dispatcher at import by csrc/aten/Fallback.cpp
 # (route_to_cpu_kernels) and listed in torchneuron.ROUTED_TO_CPU_KERNELS.

@@ -63,8 +63,9 @@ PROFILES: dict[str, ChipProfile] = {
         # AWS "Amazon EC2 Trn2 instances" page: trn2.48xlarge (16 chips) 2.9 dense FP32 PFLOPS.
         peak_fp32_flops_per_chip=181e12,
         max_chips=16,
-        # NKI "Trainium2 Architecture Guide" (nki/guides/architecture/trainium2_arch): SBUF 28 MiB
-        # = 128 partitions of 224 KiB, PSUM 2 MiB = 128 partitions of 16 KiB in 8 banks of 2 KiB;
+        # NKI "Trainium2 Architecture Guide" (https://awsdocs-neuron.readthedocs-hosted.com/en/
+        # latest/nki/guides/architecture/trainium2_arch.html): SBUF 28 MiB = 128 partitions of
+        # 224 KiB, PSUM 2 MiB = 128 partitions of 16 KiB in 8 banks of 2 KiB;
         # nki.isa.nc_matmul: moving free size <= 512 on NeuronCore-v2/v3 (one PSUM bank of fp32).
         nc_version="gen3",
         partitions=128,
@@ -100,9 +101,10 @@ PROFILES: dict[str, ChipProfile] = {
         # (181:667), an assumption the estimate's documentation (docs/profiler.md) repeats.
         peak_fp32_flops_per_chip=671e12 * 181 / 667,
         max_chips=16,
-        # NKI "Trainium3 Architecture Guide" (nki/about/trainium3_arch): SBUF 32 MiB (128 x 256 KiB),
-        # PSUM unchanged at 2 MiB; nki.isa.nc_matmul: moving free size up to 4096 for a float32
-        # dst (8 PSUM banks) on NeuronCore-v4.
+        # NKI "Trainium3 Architecture Guide" (https://awsdocs-neuron.readthedocs-hosted.com/en/
+        # latest/nki/about/trainium3_arch.html): SBUF 32 MiB (128 x 256 KiB), PSUM unchanged at
+        # 2 MiB; nki.isa.nc_matmul: moving free size up to 4096 for a float32 dst (8 PSUM banks)
+        # on NeuronCore-v4.
         nc_version="gen4",
         partitions=128,
         sbuf_bytes_per_partition=256 * 1024,

@@ -15,7 +15,7 @@ from .cases import VARIANTS, Unit, tolerances, to_device, values_comparable
 
 DEVICE = "neuron"
 SEED = 0
-# The float64 policy's error says this (csrc/DtypePolicy.cpp). A case it stops is "skipped by
+# The float64 policy's error says this (csrc/ops/DtypePolicy.cpp). A case it stops is "skipped by
 # policy" whatever the unit's dtype: softmax(x, dtype=torch.float64) computes in float64 too.
 POLICY_MARK = "has no float64 arithmetic"
 
