@@ -33,17 +33,17 @@ demo: setup
 SYNC_SLICE = tests/core tests/device/test_device_module.py tests/ops/test_cpu_semantics.py
 
 test: setup
-	$(BIN)/python -m pytest -q
-	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q $(SYNC_SLICE)
+	$(BIN)/python -m pytest -q -rs
+	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q -rs $(SYNC_SLICE)
 
 test-sync: setup
-	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q
+	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q -rs
 
 test-fused: setup
-	NEURON_EAGER_MODE=fused $(BIN)/python -m pytest -q
+	NEURON_EAGER_MODE=fused $(BIN)/python -m pytest -q -rs
 
 test-slow: setup chromium
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -rs -m slow
 
 compat-ops: setup
 	$(BIN)/torchneuron compat ops
@@ -109,6 +109,11 @@ serve-demo: $(SERVE_VENV)/.installed
 
 # vLLM's tests in the serving environment, then `transformers serve`'s in the main one.
 test-serve: $(SERVE_VENV)/.installed
-	$(SERVE_BIN)/python -m pytest -q -m "slow or not slow" tests/serving \
+	$(SERVE_BIN)/python -m pytest -q -rs -m "slow or not slow" tests/serving \
 		--ignore=tests/serving/test_transformers_serve.py
-	$(BIN)/python -m pytest -q -m "slow or not slow" tests/serving/test_transformers_serve.py
+	$(BIN)/python -m pytest -q -rs -m "slow or not slow" tests/serving/test_transformers_serve.py
+
+# PLACEHOLDER until the TorchTitan issue (45) provides the real target: CI (.ci/run) calls
+# `make test-titan` already, and this says that nothing ran rather than passing silently.
+test-titan:
+	@echo "test-titan: TorchTitan's target is not provided yet (issue 45); no TorchTitan test ran."

@@ -120,11 +120,28 @@ def test_readme_starts_with_the_commands_ci_and_the_makefile_use():
     first_block = fenced_blocks(text)[0]
     assert text.index("```") < text.index("\n## "), "the commands come before any section"
     assert commands_of(first_block) == ["make demo", "make test"]
-    ci = commands_of((ROOT / ".ci" / "run").read_text())
-    assert ci[-1] == "make test", f".ci/run ends with {ci[-1]!r}, the README says `make test`"
     makefile = (ROOT / "Makefile").read_text()
     for target in ("demo", "test"):
         assert re.search(rf"^{target}:", makefile, flags=re.M), f"Makefile has no `{target}` target"
+
+
+def test_ci_runs_the_readme_test_command_then_every_stack():
+    ci = [c for c in commands_of((ROOT / ".ci" / "run").read_text()) if c.startswith("make ")]
+    assert ci == ["make test", "make test-serve", "make test-titan"], ci
+    makefile = (ROOT / "Makefile").read_text()
+    for command in ci:
+        target = command.split()[1]
+        assert re.search(rf"^{target}:", makefile, flags=re.M), f"Makefile has no `{target}` target"
+
+
+def test_the_test_commands_print_the_reasons_of_skipped_tests():
+    """A skipped test is a test not run: every pytest line of the test targets groups the skip
+    reasons (-rs) in its summary."""
+    makefile = (ROOT / "Makefile").read_text()
+    lines = [line for line in makefile.splitlines() if "-m pytest" in line]
+    assert lines, "no pytest command in the Makefile"
+    quiet = [line.strip() for line in lines if not re.search(r"\s-r\w*s\b", line)]
+    assert not quiet, f"pytest commands that do not print skip reasons (-rs): {quiet}"
 
 
 def test_every_environment_variable_read_by_the_config_is_in_the_readme():
