@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..runtime import config
-from . import agreement_channel
+from . import agreement_channel, flight_recorder, forensics
 
 # Which tensors of each op must look the same on every rank (argument positions; the op's
 # schema is in torch/csrc/distributed/c10d/Ops.cpp). alltoall_base_ has its own rule.
@@ -38,7 +38,8 @@ def is_enabled() -> bool:
     if enabled is None:
         enabled = config.current().dist_check
     return enabled
-_OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS)}
+# dist.barrier is checked too (barriers.py), before it reaches gloo on CPU tensors.
+_OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS + ("barrier",))}
 _DTYPES = [getattr(torch, n) for n in (
     "float32", "float64", "float16", "bfloat16", "uint8", "int8", "int16", "int32", "int64",
     "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32",
@@ -88,7 +89,7 @@ def _fingerprint(op_name: str, args: tuple, world: int) -> list[int]:
         dtype, dims = inp.dtype, list(inp.shape[1:])
         sig = [_DTYPE_CODES.get(dtype, 0), *dims]
     else:
-        tensors = _flatten(args[AGREEING_ARGS[op_name]])
+        tensors = _flatten(args[AGREEING_ARGS[op_name]]) if op_name in AGREEING_ARGS else []
         sig = _signature(tensors)
         dtype, dims = (tensors[0].dtype, list(tensors[0].shape)) if tensors else (None, [])
     fp[_OP] = _OP_CODES[op_name]
@@ -138,24 +139,44 @@ def _explain(op_name: str, me: int, fps: torch.Tensor) -> str | None:
 
 
 def will_check(op_name: str, group: dist.ProcessGroup) -> bool:
-    return is_enabled() and op_name in _OP_CODES and group.size() > 1
+    return op_name in CHECKED_OPS and is_enabled() and group.size() > 1
 
 
 def check(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
-    """Raises on every rank when the ranks' calls of this collective disagree."""
+    """Raises on every rank when the ranks' calls of this collective disagree, or when some
+    never make it (naming the likely culprit, forensics.py)."""
     if not will_check(op_name, group):
         return
+    exchange(op_name, args, group)
+
+
+def exchange(op_name: str, args: tuple, group: dist.ProcessGroup) -> None:
+    """The check itself, for a group of more than one rank (barriers.py calls it for
+    dist.barrier, which never reaches the backend's kernels)."""
+    name = group.group_name
+    if forensics.watchdog.incidents and name in forensics.watchdog.incidents:
+        raise forensics.reported(op_name, group)
+    recording = flight_recorder.enabled()
+    if recording:
+        flight_recorder.waiting(op_name, args, name)
     world, me = group.size(), group.rank()
     fp = array("q", _fingerprint(op_name, args, world))
     n = len(fp)
     gathered = array("q")
-    gathered.frombytes(agreement_channel.channel_for(group).exchange(
-        fp.tobytes(), f"c10d::{op_name} on rank {me}"))
+    try:
+        gathered.frombytes(agreement_channel.channel_for(group).exchange(
+            fp.tobytes(), f"c10d::{op_name} on rank {me}"))
+    except agreement_channel.ChannelError as e:
+        raise forensics.peers_failed(op_name, group, str(e), e.missing, e.gone) from None
     if op_name != "alltoall_base_" and all(gathered[r * n:(r + 1) * n] == fp
                                            for r in range(world)):
+        if recording:
+            flight_recorder.done_waiting(name)
         return  # every rank made the same call
     fps = torch.tensor(gathered.tolist(), dtype=torch.int64).view(world, n)
     problem = _explain(op_name, me, fps)
     if problem is not None:
-        raise RuntimeError(f"neuron backend: mismatched collective c10d::{op_name} on rank "
-                           f"{me} of group '{group.group_name}': {problem}")
+        culprits = forensics.minority([tuple(row[:_HEAD].tolist()) for row in fps])
+        raise forensics.mismatched(op_name, group, problem, culprits)
+    if recording:
+        flight_recorder.done_waiting(name)

@@ -66,7 +66,13 @@ def group_created(group_name: str, store, timeout_s: float) -> None:
 
 
 class ChannelError(RuntimeError):
-    pass
+    """An exchange that could not complete: `missing` are the group ranks whose message did not
+    come within the timeout, `gone` those whose connection closed (both empty when the channel
+    had failed before)."""
+
+    def __init__(self, message: str, missing: list[int] = (), gone: list[int] = ()) -> None:
+        super().__init__(message)
+        self.missing, self.gone = list(missing), list(gone)
 
 
 class Channel:
@@ -95,6 +101,11 @@ class Channel:
                 raise ChannelError(f"{what}: the group's agreement channel failed earlier "
                                    f"({self.broken}); make a new group")
             peer = -1
+            order = list(self.peers)
+
+            def unread(failed: int) -> list[int]:
+                return order[order.index(failed):] if failed in order else order
+
             try:
                 for peer, sock in self.peers.items():
                     sock.sendall(message)
@@ -107,15 +118,44 @@ class Channel:
                             raise ConnectionResetError("Connection closed by peer")
                         got += read
             except socket.timeout:
+                missing, gone = self._sweep(unread(peer))
                 self.broken = (f"Timed out waiting {int(self.timeout_s * 1000)}ms for rank "
                                f"{peer} of group '{self.group_name}'")
-                raise ChannelError(f"{what}: {self.broken}") from None
+                raise ChannelError(f"{what}: {self.broken}", missing, gone) from None
             except OSError as e:
                 reason = ("Connection closed by peer" if isinstance(e, ConnectionResetError)
                           else str(e))
+                missing, gone = self._sweep(unread(peer))
                 self.broken = f"{reason} (rank {peer} of group '{self.group_name}')"
-                raise ChannelError(f"{what}: {self.broken}") from None
+                raise ChannelError(f"{what}: {self.broken}", missing, gone) from None
         return out
+
+    def _sweep(self, unread: list[int]) -> tuple[list[int], list[int]]:
+        """After a failed exchange: which of the peers not yet read sent nothing (looked at
+        without waiting: their bytes would be in the socket by now), and which closed their
+        end (their process ended)."""
+        missing, gone = [], []
+        for peer in unread:
+            sock = self.peers[peer]
+            try:
+                sock.setblocking(False)
+                if sock.recv(1, socket.MSG_PEEK) == b"":
+                    gone.append(peer)
+            except BlockingIOError:
+                missing.append(peer)
+            except OSError:
+                gone.append(peer)
+            finally:
+                try:
+                    sock.settimeout(self.timeout_s)
+                except OSError:
+                    pass
+        return missing, gone
+
+    def gone_peers(self) -> list[int]:
+        """The peers whose connection closed, checked without waiting (for a collective that
+        failed inside gloo)."""
+        return self._sweep(list(self.peers))[1]
 
     def close(self) -> None:
         for sock in self.peers.values():

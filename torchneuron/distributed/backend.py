@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch.distributed as dist
 from torch.distributed import ProcessGroupGloo
 
-from . import agreement, agreement_channel, collectives
+from . import agreement, agreement_channel, barriers, collectives, flight_recorder, watchdog
 
 BACKEND_NAME = "neuron"
 
@@ -22,12 +22,15 @@ def _create_backend(opts, backend_options) -> ProcessGroupGloo:
     backend.options.global_ranks_in_group = opts.global_ranks_in_group
     backend.options.group_name = opts.group_id
     agreement_channel.group_created(opts.group_id, opts.store, opts.timeout.total_seconds())
+    watchdog.start(opts.store)  # flight-recorder dumps on SIGUSR2 and on other ranks' reports
     return backend
 
 
 def register() -> None:
     """Registers the backend and its kernels; safe to call more than once."""
     collectives.register_kernels()
+    flight_recorder.install()
+    barriers.install()
     # internal: see runtime/torch_internals.py "Backend._plugins"
     if BACKEND_NAME.upper() in dist.Backend._plugins:
         return

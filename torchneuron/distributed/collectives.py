@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from .. import _C
 from ..runtime import activity
-from . import agreement, direct_calls, sequencer
+from . import agreement, direct_calls, forensics, sequencer
 
 # The c10d ops with a PrivateUse1 kernel in PyTorch (torch/csrc/distributed/c10d/Ops.cpp), and
 # the position of the first tensor argument of each one, to find the group right after it.
@@ -199,7 +199,12 @@ def _kernel(op_name: str):
         else:
             result = start(group, args, cpu_args)
         if synchronous:
-            _release_after(_work_of(result), aliases.aliases)
+            try:
+                _release_after(_work_of(result), aliases.aliases)
+            except RuntimeError as e:
+                if not forensics.breaks_group(e):
+                    raise  # an argument gloo refuses: nothing was lost
+                raise forensics.gloo_failed(op_name, group, e) from e  # names the lost peer
             return result
         if isinstance(result, tuple):
             return (*result[:-1], _neuron_work(result[-1], aliases))

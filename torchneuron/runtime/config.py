@@ -31,6 +31,11 @@ each one is listed in the README.
   NEURON_RNG                 what random ops on neuron draw from: device (default: each
                              device's own generator, as CUDA's) or cpu (the CPU's default
                              generator itself, to check a seeded port against the CPU bit for bit)
+  TORCH_FR_BUFFER_SIZE       PyTorch's flight recorder: entries kept per process (PyTorch reads
+                             it too); 0 turns the recorder and the neuron backend's dumps off
+                             (default: 2000)
+  TORCH_FR_DUMP_TEMP_FILE    where the neuron backend writes a flight-recorder dump, with the
+                             global rank appended (default: PyTorch's, /tmp/nccl_trace_rank_)
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ class Config:
     launch_blocking: bool = False
     fusion_hot: int = 20
     rng: str = "device"
+    fr_buffer_size: int = 2000
+    fr_dump_prefix: str = "/tmp/nccl_trace_rank_"
 
     @property
     def device_count(self) -> int:
@@ -171,10 +178,17 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if rng not in RNG_SOURCES:
         raise _bad("NEURON_RNG", env["NEURON_RNG"], ", ".join(RNG_SOURCES))
 
+    # PyTorch's names and defaults (torch/csrc/distributed/c10d/FlightRecorder.hpp).
+    fr_text = env.get("TORCH_FR_BUFFER_SIZE", "2000")
+    if not fr_text.strip().isdigit():
+        raise _bad("TORCH_FR_BUFFER_SIZE", fr_text, "a whole number of entries, 0 for off")
+    fr_prefix = env.get("TORCH_FR_DUMP_TEMP_FILE", "/tmp/nccl_trace_rank_")
+
     return Config(profile, lnc, cores, hbm, f64, dist_check=dist_check_text == "1",
                   compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode,
                   eager_mode=eager_mode, launch_blocking=blocking_text == "1",
-                  fusion_hot=int(hot_text), rng=rng)
+                  fusion_hot=int(hot_text), rng=rng, fr_buffer_size=int(fr_text),
+                  fr_dump_prefix=fr_prefix)
 
 
 _lock = threading.Lock()

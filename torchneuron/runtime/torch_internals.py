@@ -671,6 +671,7 @@ _ONEDNN = "torchneuron/compile/onednn_gemm.py"
 _COLLECTIVES = "torchneuron/distributed/collectives.py"
 _DIRECT = "torchneuron/distributed/direct_calls.py"
 _CHANNEL = "torchneuron/distributed/agreement_channel.py"
+_FR = "torchneuron/distributed/flight_recorder.py"
 _COMPAT_CASES = "torchneuron/compat/ops/cases.py"
 # The static constructor Inductor calls on every wrapper codegen class.
 _WRAPPER_CREATE = ("is_subgraph", "subgraph_name", "parent_wrapper", "partition_signatures")
@@ -1202,7 +1203,7 @@ ENTRIES: tuple[Internal, ...] = (
         exists("torch.distributed.Backend._plugins", of_type=dict)),
     Internal(
         "torch.distributed.ProcessGroup private backend table",
-        "relied on", (_COLLECTIVES, _DIRECT, _CHANNEL),
+        "relied on", (_COLLECTIVES, _DIRECT, _CHANNEL, _FR),
         "_get_backend, _register_backend, _device_types: a neuron-only group gets the CPU "
         "entry its gloo backend serves; the hot collectives call the CPU backend directly",
         exists("torch.distributed.ProcessGroup",
@@ -1240,6 +1241,60 @@ ENTRIES: tuple[Internal, ...] = (
         ("torchneuron/distributed/sequencer.py",),
         "the end of a backward pass waits for deferred collectives, as DDP finalizes buckets",
         exists("torch.autograd.Variable._execution_engine.queue_callback")),
+    Internal(
+        "torch._C._distributed_c10d._dump_fr_trace", "re-pointed", (_FR,),
+        "PyTorch's on-demand flight-recorder dump returns the dump completed by the backend "
+        "(group table, states, the collective a rank waits in); the original is kept and called",
+        exists("torch._C._distributed_c10d._dump_fr_trace")),
+    Internal(
+        "c10d FlightRecorder dump format", "relied on", (_FR,),
+        "the completed dump keeps PyTorch's format (version 2.10: entries with state, retired, "
+        "process_group, collective_seq_id, op_id; pg_config keyed by group name), which fr_trace "
+        "reads",
+        header("torch/csrc/distributed/c10d/FlightRecorder.hpp",
+               'DEFINE_CONSTANT(version_val, "2.10")', 'DEFINE_CONSTANT(retired_key, "retired")',
+               'DEFINE_CONSTANT(pg_config_key, "pg_config")',
+               'DEFINE_CONSTANT(scheduled_state, "scheduled")')),
+    Internal(
+        "torch.distributed.distributed_c10d._world", "relied on", (_FR,),
+        "the group table of a dump: every group's name, description and global ranks",
+        exists("torch.distributed.distributed_c10d._world",
+               members=("pg_names", "pg_group_ranks", "pg_map"))),
+    Internal(
+        "torch.distributed.distributed_c10d._get_default_store", "relied on",
+        ("torchneuron/distributed/forensics.py",),
+        "a rank that gives up on a collective reports to the others through the rendezvous store",
+        exists("torch.distributed.distributed_c10d._get_default_store", params=())),
+    Internal(
+        "torch.distributed.ProcessGroupGloo._get_sequence_number_for_group", "relied on", (_FR,),
+        "gloo's count of a group's collectives: the sequence number of a collective the "
+        "recorder has no entry for",
+        exists("torch.distributed.ProcessGroupGloo",
+               members=("_get_sequence_number_for_group",))),
+    Internal(
+        "distributed_c10d.barrier / monitored_barrier", "re-pointed",
+        ("torchneuron/distributed/barriers.py",),
+        "dist.barrier on a neuron group is checked like any collective first (it reaches gloo "
+        "on CPU tensors, past the backend's kernels); dist.monitored_barrier accepts neuron "
+        "groups, whose CPU backend is gloo, and runs PyTorch's own steps after its backend check",
+        _all(defines("torch.distributed.distributed_c10d", "barrier",
+                     params=("group", "async_op", "device_ids", "timeout")),
+             defines("torch.distributed.distributed_c10d", "monitored_barrier",
+                     params=("group", "timeout", "wait_all_ranks")),
+             contains("torch.distributed.distributed_c10d", "monitored_barrier",
+                      "if get_backend(group) != Backend.GLOO:",
+                      "timeout = _get_default_timeout(get_backend(group))",
+                      "_check_valid_timeout(timeout)",
+                      "return group_to_use.monitored_barrier("),
+             exists("torch.distributed.distributed_c10d._rank_not_in_group"),
+             exists("torch.distributed.distributed_c10d._get_default_group")),
+        covers=("torch.distributed.distributed_c10d.barrier",
+                "torch.distributed.distributed_c10d.monitored_barrier",
+                "torch.distributed.barrier", "torch.distributed.monitored_barrier",
+                "torch.distributed.distributed_c10d._rank_not_in_group",
+                "torch.distributed.distributed_c10d._get_default_group",
+                "torch.distributed.distributed_c10d._get_default_timeout",
+                "torch.distributed.distributed_c10d._check_valid_timeout")),
 
     # ---- compat battery (torchneuron/compat/)
     Internal(
