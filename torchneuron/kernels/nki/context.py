@@ -43,6 +43,7 @@ class KernelRun:
         self.vector_accumulators = None
         self.generator = torch.Generator().manual_seed(0)
         self.cores = None  # the launch's Cores when it runs on several (nisa.core_barrier)
+        self._watching: set = set()  # the weak references that free allocations
         self.instructions = [0]  # nki.isa instructions run, all cores of the launch together
         if shared is not None:
             self.instructions = shared.instructions
@@ -107,7 +108,7 @@ class KernelRun:
         storage = buf.Storage(buffer, data, dtype, shape, name)
         if self.computes:
             fill_uninitialized(data, dtype)
-        weakref.finalize(storage, _release, weakref.ref(self), *cost, memory, placed[0])
+        self._on_release(storage, *cost, memory, placed[0])
         return storage
 
     def _place(self, shape, dtype, buffer, name, what, per_partition, memory,
@@ -129,7 +130,7 @@ class KernelRun:
             if buffer.kind == "psum" and self.computes else None
         storage = buf.Storage(buffer, data, dtype, shape, name, pitch=pitch,
                               base=p0 * pitch + start // dtype.itemsize, written=written)
-        weakref.finalize(storage, _release, weakref.ref(self), None, 0, memory, token)
+        self._on_release(storage, None, 0, memory, token)
         return storage
 
     def _allocate_hbm(self, shape, dtype, buffer, name) -> buf.Storage:
@@ -153,6 +154,19 @@ class KernelRun:
         if buffer is buf.shared_hbm and len(self.grid) > 0:
             self.shared_hbm[key] = storage
         return storage
+
+    def _on_release(self, storage, attr, amount, memory, token) -> None:
+        """Frees the allocation's capacity when the last reference to it goes (a weak reference
+        with a callback: weakref.finalize costs several times more, at every allocation)."""
+        run_ref = weakref.ref(self)
+
+        def released(ref):
+            self_ = run_ref()
+            if self_ is not None:
+                self_._watching.discard(ref)
+            _release(run_ref, attr, amount, memory, token)
+
+        self._watching.add(weakref.ref(storage, released))
 
     # ---- registers ----------------------------------------------------------------------------
 
