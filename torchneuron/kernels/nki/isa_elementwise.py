@@ -190,10 +190,15 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
             fail("operand-shape", f"{I}: reduce_res {describe(reduce_res)} must be ({P}, 1)")
     if not run.computes:
         return
-    x = matrix(data) * s
+    source = matrix(data)  # float32 data: the memory itself
+    x = source
+    if not (isinstance(s, float) and s == 1.0):  # the common scale of 1 costs no pass
+        x = x * s
     if b is not None:
         x = x + b
     y = op.unary(x)
+    if y is source:  # nl.copy of unscaled data: never write dst from memory it may overlap
+        y = y.clone()
     store(dst, y, run)
     if reduce_op is not None or reduce_res is not None or reduce_cmd is not ReduceCmd.idle:
         _reduce_registers(I, run, run.scalar_regs(), y.sum(dim=1), P, reduce_cmd, reduce_res)
