@@ -43,7 +43,7 @@ class KernelRun:
         self.vector_accumulators = None
         self.generator = torch.Generator().manual_seed(0)
         self.cores = None  # the launch's Cores when it runs on several (nisa.core_barrier)
-        self._watching: set = set()  # the weak references that free allocations
+        self.release_refs: set = set()  # the weak references that free allocations
         self.instructions = [0]  # nki.isa instructions run, all cores of the launch together
         if shared is not None:
             self.instructions = shared.instructions
@@ -163,10 +163,10 @@ class KernelRun:
         def released(ref):
             self_ = run_ref()
             if self_ is not None:
-                self_._watching.discard(ref)
+                self_.release_refs.discard(ref)
             _release(run_ref, attr, amount, memory, token)
 
-        self._watching.add(weakref.ref(storage, released))
+        self.release_refs.add(weakref.ref(storage, released))
 
     # ---- registers ----------------------------------------------------------------------------
 

@@ -117,7 +117,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     target = dst.raw()
     if dst.dtype is dt.float32 and dst.ndim == 2 and accumulate is not None:
         # The common case in place: PSUM float32 += or = stationary.T @ moving.
-        dst._check_writable()
+        dst.check_writable()
         if accumulate:
             target.addmm_(s.T, m)
         else:

@@ -118,7 +118,7 @@ class NkiTensor:
     def write(self, values: torch.Tensor, run) -> None:
         """Stores `values` (any shape with this view's element count, float32 or integer) cast
         to this view's dtype."""
-        self._check_writable()
+        self.check_writable()
         self._storage.prepare_write(run)
         target = self.raw()
         target.copy_(dt.from_float32(values, self.dtype).reshape(self.shape))
@@ -126,7 +126,7 @@ class NkiTensor:
 
     def write_raw(self, values: torch.Tensor, run) -> None:
         """Stores bits of this view's storage type unchanged (bit-exact copies)."""
-        self._check_writable()
+        self.check_writable()
         self._storage.prepare_write(run)
         self.raw().copy_(values.reshape(self.shape))
         self.mark_written(run)
@@ -140,7 +140,7 @@ class NkiTensor:
     def was_written(self) -> torch.Tensor:
         return self._storage.written.as_strided(self.shape, self.strides, self.offset)
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
         if any(s == 0 and n > 1 for s, n in zip(self.strides, self.shape)):
             raise NkiValidationError("broadcast-write", f"{describe(self)} is a broadcast view "
                                      "(stride 0); an instruction cannot write to it")
