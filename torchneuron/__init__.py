@@ -71,6 +71,9 @@ _dtype_policy.apply("error")  # the default; the configuration's policy when it 
 _device_state.on_configure(lambda config: _dtype_policy.apply(config.float64_policy))
 _autocast.apply()
 _linear_cross_entropy.apply()  # chunked F.linear_cross_entropy accumulates as on the CPU
+from .ops import recurrent as _recurrent  # noqa: E402
+
+_recurrent.apply()  # nn.LSTM / GRU / RNN: the CPU's whole op, not a cell per time step
 
 # 5b. Ops the dispatcher would decompose on neuron although the CPU has a fused kernel for them
 #     (LayerNorm, GroupNorm): they run the CPU kernel like every other op, bit for bit.

@@ -36,3 +36,11 @@ FLOAT64_DATA_MOVEMENT_OPS = (
 # CompositeExplicitAutograd decomposition (native_layer_norm, native_group_norm, addr, _stack,
 # all/any.dims on 2.13) are found in the dispatcher at import by csrc/aten/Fallback.cpp
 # (route_to_cpu_kernels) and listed in torchneuron.ROUTED_TO_CPU_KERNELS.
+
+# ATen's recurrent ops, composite: the CPU runs each as one path (oneDNN's RNN, forward and
+# backward), other devices as a cell per step. On neuron they run the CPU's op on copies of their
+# arguments, bit for bit and at the CPU's speed (torchneuron/ops/recurrent.py).
+RECURRENT_OPS = (
+    "lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
+    "rnn_relu.input", "rnn_relu.data",
+)

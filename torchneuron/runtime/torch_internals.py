@@ -595,6 +595,19 @@ def _op_overloads_carry_their_schema() -> None:
         raise Mismatch("OpOverload._schema's arguments no longer carry their type and default")
 
 
+def _recurrent_schemas_as_checked() -> None:
+    for name in ("lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input",
+                 "rnn_tanh.data", "rnn_relu.input", "rnn_relu.data"):
+        base, overload = name.split(".")
+        schema = getattr(getattr(torch.ops.aten, base), overload)._schema
+        names = [a.name for a in schema.arguments]
+        if "dropout" not in names or "train" not in names or \
+                not torch._C._dispatch_has_kernel_for_dispatch_key(
+                    f"{schema.name}.{overload}", "CompositeImplicitAutograd"):
+            raise Mismatch(f"aten::{name} is no longer a composite with dropout and train: "
+                           f"{schema}")
+
+
 def _op_overloads_name_their_overload() -> None:
     op = torch.ops.aten.add.Tensor
     if op._overloadname != "Tensor" or torch.ops.aten.relu.default._overloadname != "default":
@@ -763,6 +776,16 @@ ENTRIES: tuple[Internal, ...] = (
              loads_global("torch.nn.parallel.comm", "reduce_add",
                           within="reduce_add_coalesced"),
              contains("torch.nn.parallel.comm", "reduce_add", "nccl.is_available(inputs)"))),
+    Internal(
+        "torch._C._len_torch_dispatch_stack", "relied on", ("torchneuron/ops/recurrent.py",),
+        "the recurrent ops run the CPU's whole op on copies, except under a dispatch mode "
+        "(torch.compile's fake tensors, functionalization), where they decompose as ATen's "
+        "composite (OpOverload.decompose); the ops' `dropout` and `train` arguments are found "
+        "by name in their schema",
+        _all(exists("torch._C._len_torch_dispatch_stack"),
+             exists("torch.ops.aten.lstm.input.decompose"), _op_overloads_carry_their_schema,
+             _recurrent_schemas_as_checked),
+        covers=("._schema", "torch.ops.aten.?.?._schema", "OpOverload.decompose")),
     Internal(
         "torch._storage_classes", "patched", ("torchneuron/device/legacy_types.py",),
         "torch.neuron's legacy typed storages join the set as torch.cuda's do (torch.is_storage "
