@@ -57,25 +57,26 @@ def chunk_stats_kernel(logits, target, offset):
         t = nl.load(target[r0:r0 + n, :])
         m = nl.full((n, 1), NEG_LARGE, dtype=nl.float32, buffer=nl.sbuf)
         s = nl.zeros((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-        pick = nl.zeros((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        pick = nl.full((n, 1), NEG_LARGE, dtype=nl.float32, buffer=nl.sbuf)
         for j in nl.sequential_range(math.ceil(cols / SUB_CHUNK)):
             c0, w = j * SUB_CHUNK, min(SUB_CHUNK, cols - j * SUB_CHUNK)
             x = nl.load(logits[r0:r0 + n, c0:c0 + w])
             m_new, _, _ = online_softmax_step(x, m, s)
             m = m_new
-            # the target's logit: column ids == target selects it (no gather on the engines)
-            ids = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.iota(dst=ids, pattern=[[1, w]], offset=offset + c0)
-            hit = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=hit, data=ids, op0=nl.subtract, operand0=t)
-            onehot = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=onehot, data=hit, op0=nl.equal, operand0=0.0)
-            masked = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=masked, data1=onehot, data2=x, op=nl.multiply)
+            # the target's logit: the one column whose index t <= id <= t keeps its value, the
+            # others become NEG_LARGE, and the row max is the logit (or NEG_LARGE: not here)
+            kept = nl.ndarray((n, w), dtype=nl.float32, buffer=nl.sbuf)
             found = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_reduce(dst=found, op=nl.add, data=masked, axis=(1,))
-            nisa.tensor_tensor(dst=pick, data1=pick, data2=found, op=nl.add)
+            nisa.range_select(dst=kept, on_true_tile=x, comp_op0=nl.greater_equal,
+                              comp_op1=nl.less_equal, bound0=t, bound1=t, reduce_res=found,
+                              reduce_cmd=nisa.reduce_cmd.reset_reduce, range_start=offset + c0,
+                              on_false_value=NEG_LARGE)
+            nisa.tensor_tensor(dst=pick, data1=pick, data2=found, op=nl.maximum)
         nl.store(lse[r0:r0 + n, :], log_sum_exp(m, s))
+        # 0 where the target lies in another chunk: pick * (pick > NEG_LARGE / 2)
+        here = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=here, data=pick, op0=nl.greater, operand0=NEG_LARGE / 2)
+        nisa.tensor_tensor(dst=pick, data1=pick, data2=here, op=nl.multiply)
         nl.store(picked[r0:r0 + n, :], pick)
     return lse, picked
 

@@ -46,6 +46,8 @@ _ENGINE_OF = {
     "tensor_reduce": "vector", "tensor_copy": "vector", "reciprocal": "vector",
     "bn_stats": "vector", "bn_aggr": "vector", "tensor_tensor_scan": "vector", "max8": "vector",
     "memset": "vector", "tensor_scalar_reduce": "vector", "tensor_copy_predicated": "vector",
+    "range_select": "vector", "select_reduce": "vector", "nc_find_index8": "vector",
+    "nc_match_replace8": "vector", "nc_stream_shuffle": "vector",
     "iota": "gpsimd", "affine_select": "gpsimd", "tensor_partition_reduce": "gpsimd",
     "dma_copy": "dma", "dma_transpose": "dma",
 }
