@@ -138,8 +138,11 @@ def _outputs(result):
 def fwd_bwd(fn, inputs, differentiable, device):
     """A call of fn's forward and backward (every output summed) on `device`; it returns the
     outputs and the gradients, for the timing to hold."""
-    args = [t.to(device).requires_grad_(i in differentiable) if isinstance(t, torch.Tensor)
-            else t for i, t in enumerate(inputs)]
+    # Detached: leaves of this call's own, so that a case sharing an input with another never
+    # makes one a non-leaf copy whose gradient flows back into the other's (a device-to-CPU copy
+    # inside the neuron timing) and leaves .grad unset.
+    args = [t.detach().to(device).requires_grad_(i in differentiable)
+            if isinstance(t, torch.Tensor) else t for i, t in enumerate(inputs)]
 
     def call():
         for i in differentiable:
