@@ -649,6 +649,28 @@ def _transformers_pipeline_maps_integers_without_neuron() -> None:
         raise Mismatch("Pipeline.__init__ now knows neuron: the patch is no longer needed")
 
 
+def _intra_op_threads_are_per_thread_openmp() -> None:
+    """With ATen's OpenMP backend, at::get_num_threads() reads the calling thread's OpenMP
+    setting after its lazy per-thread setup: omp_set_num_threads(1) on one thread makes that
+    thread's ops serial and leaves the process's count (other threads) as it was."""
+    process = ctypes.CDLL(None)
+    if not hasattr(process, "omp_set_num_threads"):
+        return  # no OpenMP runtime in the process: the NKI simulator does nothing
+    before, seen = torch.get_num_threads(), []
+
+    def probe():
+        torch.get_num_threads()
+        process.omp_set_num_threads(1)
+        seen.append(torch.get_num_threads())
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    if seen != [1] or torch.get_num_threads() != before:
+        raise Mismatch(f"omp_set_num_threads(1) on a thread gave it {seen} intra-op threads and "
+                       f"the process {torch.get_num_threads()} (was {before})")
+
+
 # Mangled names of the non-public symbols torchneuron._C binds to, by group.
 _STUB_CALL_PATH = ("_ZN2at6native16DispatchStubImpl12get_call_ptrEN3c1010DeviceTypeEPvS4_S4_",)
 
@@ -1715,6 +1737,13 @@ ENTRIES: tuple[Internal, ...] = (
         "becomes cuda/npu/xpu:N or the CPU, never neuron:N: without the wrapper pipelines ran "
         "on the CPU without a word (checked with transformers 5.24.0)",
         _transformers_pipeline_maps_integers_without_neuron),
+    Internal(
+        "at::get_num_threads (per-thread OpenMP)", "relied on",
+        ("torchneuron/kernels/nki/host_threads.py",),
+        "the NKI simulator runs a kernel with its own thread's OpenMP team size set to one "
+        "(tiles sit just above ATen's grain, and a team per instruction waits for busy cores); "
+        "this holds only while ATen's intra-op count is OpenMP's per-thread setting",
+        _intra_op_threads_are_per_thread_openmp),
 )
 
 

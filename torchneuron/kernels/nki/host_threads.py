@@ -44,6 +44,7 @@ class single_threaded:
         if runtime is None:
             return self
         get, set_, mkl = runtime
+        # internal: see runtime/torch_internals.py "at::get_num_threads (per-thread OpenMP)"
         torch.get_num_threads()  # ATen's lazy per-thread setup first, so it cannot undo ours
         self.saved = (get(), mkl(1) if mkl is not None else None)
         set_(1)
