@@ -14,7 +14,8 @@ import torch
 from torchneuron.runtime import config
 
 # A small seeded training program: weights initialized on the device, a shuffled DataLoader
-# (CPU draws), dropout and randn on the device, interleaved step by step.
+# (CPU draws), dropout, randn and an LSTM's inter-layer dropout on the device, interleaved step
+# by step.
 PROGRAM = textwrap.dedent("""
     import json, sys
     import torch, torch.nn as nn
@@ -26,18 +27,21 @@ PROGRAM = textwrap.dedent("""
         loader = DataLoader(data, batch_size=8, shuffle=True)
         model = nn.Sequential(nn.Linear(10, 32, device=device), nn.ReLU(), nn.Dropout(0.25),
                               nn.Linear(32, 1, device=device))
-        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        rnn = nn.LSTM(10, 10, num_layers=2, dropout=0.3, device=device)  # dropout inside the op
+        opt = torch.optim.SGD([*model.parameters(), *rnn.parameters()], lr=0.05, momentum=0.9)
         losses = []
         for _ in range(2):
             for x, y in loader:
                 x, y = x.to(device), y.to(device)
                 noise = torch.randn(x.shape, device=device)
-                loss = nn.functional.mse_loss(model(x + 0.01 * noise), y)
+                mixed = rnn(x.unsqueeze(1))[0].squeeze(1)
+                loss = nn.functional.mse_loss(model(x + 0.01 * noise + mixed), y)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
                 losses.append(loss.item())
-        weights = torch.cat([p.detach().cpu().flatten() for p in model.parameters()])
+        weights = torch.cat([p.detach().cpu().flatten()
+                             for p in [*model.parameters(), *rnn.parameters()]])
         return losses, weights.tolist()
 
     cpu = train("cpu")
