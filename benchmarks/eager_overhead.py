@@ -48,10 +48,14 @@ def small_op_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
     x64 = torch.randn(8, 64, device=device)
 
     def linear_fwd_bwd():
-        lin(x16).sum().backward()
+        loss = lin(x16).sum()
+        loss.backward()
+        return loss.detach()
 
     def linear64_fwd_bwd():
-        lin64(x64).sum().backward()
+        loss = lin64(x64).sum()
+        loss.backward()
+        return loss.detach()
 
     return {
         "add 16 floats": (lambda: a16 + a16, 2000),
@@ -65,7 +69,7 @@ def small_op_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
     }
 
 
-def demo_gpt_step(device: str) -> Callable[[], None]:
+def demo_gpt_step(device: str) -> Callable[[], torch.Tensor]:
     """The demo GPT's training step on a batch of 16 sequences of 64 tokens (also timed by
     benchmarks/adaptive_eager.py, in each eager mode)."""
     from demo.gpt import GPT
@@ -76,13 +80,15 @@ def demo_gpt_step(device: str) -> Callable[[], None]:
 
     def gpt_step():
         gpt_opt.zero_grad(set_to_none=True)
-        gpt(idx, idx)[1].backward()
+        loss = gpt(idx, idx)[1]
+        loss.backward()
         gpt_opt.step()
+        return loss.detach()
 
     return gpt_step
 
 
-def lstm_lm_step(device: str) -> Callable[[], None]:
+def lstm_lm_step(device: str) -> Callable[[], torch.Tensor]:
     """A small LSTM language model's training step, the shape of PyTorch's word_language_model
     example (embedding, 2-layer LSTM with dropout, decoder, gradient clipping, SGD): op-bound,
     and nn.LSTM is one op on the CPU (oneDNN), which neuron runs as the CPU does
@@ -93,7 +99,7 @@ def lstm_lm_step(device: str) -> Callable[[], None]:
     rnn = torch.nn.LSTM(width, width, num_layers=2, dropout=0.2).to(device)
     decoder = torch.nn.Linear(width, vocab).to(device)
     params = [*emb.parameters(), *rnn.parameters(), *decoder.parameters()]
-    opt = torch.optim.SGD(params, lr=0.1)
+    opt = torch.optim.SGD(params, lr=0.1, foreach=False)  # as on the CPU
     data = torch.randint(0, vocab, (bptt + 1, batch), device=device)
     hidden = tuple(torch.zeros(2, batch, width, device=device) for _ in range(2))
 
@@ -103,8 +109,9 @@ def lstm_lm_step(device: str) -> Callable[[], None]:
         loss = torch.nn.functional.cross_entropy(decoder(out).view(-1, vocab),
                                                  data[1:].reshape(-1))
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 0.25)
+        torch.nn.utils.clip_grad_norm_(params, 0.25, foreach=False)  # as on the CPU
         opt.step()
+        return loss.detach()
 
     return step
 
@@ -118,8 +125,10 @@ def model_cases(device: str) -> dict[str, tuple[Callable[[], object], int]]:
 
     def mlp_step():
         opt.zero_grad(set_to_none=True)
-        mlp(x).square().mean().backward()
+        loss = mlp(x).square().mean()
+        loss.backward()
         opt.step()
+        return loss.detach()
 
     gpt_step = demo_gpt_step(device)
 

@@ -100,9 +100,10 @@ def test_every_case_leaves_results_to_compare_and_neuron_matches_the_cpu():
     for name in (chain, decoder):
         verdict, why = adaptive_eager.agreement(results["cpu"][name], results["neuron"][name])
         assert verdict in ("bitwise", "close"), (name, why)
-    # a training case returns nothing: its closure yields each parameter, its gradient, the input
+    # a training case returns its loss, and its closure yields each parameter, its gradient, the
+    # input
     linear = results["cpu"]["Linear(16,16) fwd+bwd"]
-    assert [tuple(t.shape) for t in linear] == [(16, 16), (16, 16), (16,), (16,), (8, 16)]
+    assert [tuple(t.shape) for t in linear] == [(), (16, 16), (16, 16), (16,), (16,), (8, 16)]
 
 
 def test_profile_categories():
