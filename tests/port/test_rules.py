@@ -610,7 +610,7 @@ with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
      'TNP002+',
      """\
 import torch
-with torch.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16):
+with torch.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('autocast_positional', """\
@@ -621,7 +621,7 @@ with torch.autocast("cuda"):
      'TNP002+',
      """\
 import torch
-with torch.autocast((torch.accelerator.current_accelerator() or torch.device("cpu")).type):
+with torch.autocast((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('scaler', """\
@@ -650,7 +650,7 @@ scaler = torch.amp.GradScaler("cuda")
      'TNP002+',
      """\
 import torch
-scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available())
 """),
     ('custom_fwd', """\
 import torch

@@ -151,7 +151,7 @@ def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTN
                         for i, a in enumerate(upd.args)]
             if find_arg(new_args, "dtype") is None:
                 new_args.append(new_arg(expr("torch.float16"), "dtype"))
-            new_args = _only_with_accelerator(new_args) if gate else new_args
+            new_args = only_with_accelerator(new_args) if gate else new_args
             return upd.with_changes(func=target, args=insert_first(
                 new_args, new_arg(expr(dev), "device_type")))
         fixes[call] = fix
@@ -166,7 +166,7 @@ def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTN
         def fix(upd: cst.Call) -> cst.Call:
             new_args = [as_keyword(a, rules.GRAD_SCALER_PARAMS[i]) if a.keyword is None else a
                         for i, a in enumerate(upd.args)]
-            new_args = _only_with_accelerator(new_args) if gate else new_args
+            new_args = only_with_accelerator(new_args) if gate else new_args
             return upd.with_changes(func=target, args=insert_first(new_args, new_arg(expr(dev))))
         fixes[call] = fix
     elif kind == "custom_fwd":
@@ -176,7 +176,7 @@ def _fix_api_call(sc: Reporter, call: cst.Call, api: rules.Api) -> dict[cst.CSTN
     return fixes
 
 
-def _only_with_accelerator(args: list[cst.Arg]) -> list[cst.Arg]:
+def only_with_accelerator(args: list[cst.Arg]) -> list[cst.Arg]:
     """`enabled=` (or `enabled=<e>`) becomes `enabled=<e> and torch.accelerator.is_available()`."""
     found = find_arg(args, "enabled")
     if found is None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import conditions, rules
+from . import conditions, cuda_api, rules
 from .cst_util import (
     cuda_device_string,
     expr,
@@ -212,8 +212,24 @@ def device_string(sc: Reporter, node: cst.SimpleString | cst.FormattedString, va
     if code == "TNP008":
         sc.report(node, code, f"{_show(node)}")
         return
-    sc.report(node, code, f"device {_show(node)}",
-              fixes={node: _string_fix(sc, node, value, accel_ok)})
+    fixes = {node: _string_fix(sc, node, value, accel_ok)}
+    if isinstance(parent, cst.Arg):
+        fixes.update(_amp_off_without_accelerator(sc, sc.facts.parent(parent), value))
+    sc.report(node, code, f"device {_show(node)}", fixes=fixes)
+
+
+def _amp_off_without_accelerator(sc: Reporter, call: cst.CSTNode, value: str) -> dict:
+    """`torch.autocast("cuda")` / `torch.amp.GradScaler("cuda")` are off where CUDA is not;
+    given the accelerator's type they would turn on for the CPU there. So they are gated as
+    `torch.cuda.amp`'s are (cuda_api.only_with_accelerator), unless the code already tests for
+    an accelerator or passes `enabled` by position."""
+    q = sc.facts.qname(call.func) if isinstance(call, cst.Call) else None
+    params = rules.AMP_DEVICE_FUNCS.get(q)
+    if params is None or value != "cuda" or sc.facts.guarded(call) or any(
+            a.star for a in call.args) or len(positional(call.args)) > params.index("enabled"):
+        return {}
+    return {call: lambda upd: upd.with_changes(
+        args=cuda_api.only_with_accelerator(list(upd.args)))}
 
 
 def _held_device(sc: Reporter, node, top: cst.CSTNode, value: str) -> None:

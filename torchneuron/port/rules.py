@@ -232,6 +232,16 @@ LEGACY_TYPES = {p + s for p in ("Float", "Double", "Half", "BFloat16", "Long", "
 # Positional parameters of `torch.cuda.amp.autocast` and `torch.cuda.Event`: the torch.amp /
 # torch.Event signatures put something else first, so these become keywords.
 AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+# torch.amp's own entry points, given a device type first: their parameters up to `enabled`
+AMP_DEVICE_FUNCS = {
+    "torch.autocast": ("device_type", "dtype", "enabled"),
+    "torch.amp.autocast": ("device_type", "dtype", "enabled"),
+    "torch.amp.autocast_mode.autocast": ("device_type", "dtype", "enabled"),
+    "torch.amp.GradScaler": ("device", "init_scale", "growth_factor", "backoff_factor",
+                             "growth_interval", "enabled"),
+    "torch.amp.grad_scaler.GradScaler": ("device", "init_scale", "growth_factor",
+                                         "backoff_factor", "growth_interval", "enabled"),
+}
 GRAD_SCALER_PARAMS = ("init_scale", "growth_factor", "backoff_factor", "growth_interval",
                       "enabled")
 EVENT_PARAMS = ("enable_timing", "blocking", "interprocess")
