@@ -57,7 +57,8 @@ class Scanner(cst.CSTVisitor):
         node, parent = test, self.facts.parent(test)
         while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
             node, parent = parent, self.facts.parent(parent)
-        if finding is None or not isinstance(parent, (cst.If, cst.IfExp)) or node is not parent.test:
+        if (finding is None or not isinstance(parent, (cst.If, cst.IfExp))
+                or node is not parent.test):
             return
         body = self._span(parent.body)
         last = parent.orelse if parent.orelse is not None else parent.body
