@@ -36,7 +36,7 @@ from .runtime import execution as _execution  # noqa: E402
 # set with the rest of the configuration; work still queued at exit runs to the end first.
 _device_state.on_configure(lambda config: _C._configure_execution(
     config.eager_mode in ("async", "fused"), config.launch_blocking))
-# Fused mode (csrc/aten/FusedChain.h): the queue holds pointwise chains; a thread compiles hot ones.
+# Fused mode (csrc/compile/FusedChain.h): the queue holds pointwise chains; a thread compiles hot ones.
 _device_state.on_configure(_execution.configure_fusion)
 import atexit as _atexit  # noqa: E402
 
