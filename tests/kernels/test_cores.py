@@ -88,3 +88,50 @@ def test_programs_without_barriers_still_run_in_order():
     bias = torch.tensor([[i * 10 + j for j in range(2)] for i in range(3)], dtype=torch.float32)
     expected = x + bias.repeat_interleave(8, 0).repeat_interleave(8, 1)
     torch.testing.assert_close(k[3, 2](x), expected)
+
+
+@nki.jit
+def swap_add(x):
+    """Each core holds half of the rows' partial sums; sendrecv swaps them and both add (the
+    LNC reduction AWS's kernels do), then each core stores the total into its own half."""
+    c = nl.program_id(0)
+    half = x.shape[0] // 2
+    mine = nl.ndarray((half, x.shape[1]), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=x[c * half:(c + 1) * half, :])
+    theirs = nl.ndarray(mine.shape, x.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+    total = nl.ndarray(mine.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=total, data1=mine, data2=theirs, op=nl.add)
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[c * half:(c + 1) * half, :], src=total)
+    return out
+
+
+def test_sendrecv_exchanges_tiles_between_the_two_cores():
+    x = torch.randn(64, 16)
+    total = x[:32] + x[32:]
+    torch.testing.assert_close(swap_add[2](x.to("neuron")).cpu(), torch.cat([total, total]))
+
+
+def test_sendrecv_rules():
+    with pytest.raises(NkiValidationError, match=r"\[sendrecv\].*launched on one core"):
+        swap_add(torch.randn(8, 4))
+
+    @nki.jit
+    def wrong_peer(x):
+        t = nl.ndarray((4, 4), nl.float32, buffer=nl.sbuf)
+        nisa.sendrecv(src=t, dst=t, send_to_rank=nl.program_id(0), recv_from_rank=0, pipe_id=0)
+
+    with pytest.raises(NkiValidationError, match=r"\[sendrecv\].*send_to_rank=0 on core 0; the "
+                       r"other core of the launch is 1"):
+        wrong_peer[2](torch.zeros(1))
+
+    @nki.jit
+    def mismatched(x):
+        c = nl.program_id(0)
+        t = nl.ndarray((4, 4 + 4 * c), nl.float32, buffer=nl.sbuf, name=f"t{c}")
+        nisa.sendrecv(src=t, dst=t, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+
+    with pytest.raises(NkiValidationError, match=r"\[sendrecv\].*core 0 sent 't0' \(sbuf, shape "
+                       r"\(4, 4\), float32\), which does not fit dst 't1' \(sbuf, shape \(4, 8\)"):
+        mismatched[2](torch.zeros(1))

@@ -1,6 +1,6 @@
 """The multi-core model: a kernel launched on several NeuronCores (`kernel[2](...)`, a Logical
-NeuronCore of two physical cores) runs one program per core; the cores share HBM (nl.shared_hbm)
-and wait for each other at nisa.core_barrier.
+NeuronCore of two physical cores) runs one program per core; the cores share HBM (nl.shared_hbm),
+wait for each other at nisa.core_barrier and exchange tiles with nisa.sendrecv.
 
 Each program runs in its own thread, but only one runs at a time and the order is fixed: program 0
 until it returns or reaches a barrier, then the next, and so on. So results do not depend on the
@@ -16,7 +16,7 @@ import threading
 from .context import current
 from .errors import NkiValidationError, describe
 from .isa_common import require_arch
-from .rules import fail
+from .rules import fail, require_buffers, require_partitions
 from .tensor import NkiTensor
 
 
@@ -31,6 +31,7 @@ class Cores:
         self.turn = 0
         self.state = ["ready"] * count  # ready, waiting (at a barrier) or done
         self.arrived: dict[int, str] = {}  # core -> what it waits on
+        self.mailbox: dict[tuple, list] = {}  # (sender, receiver, pipe) -> sent tiles, in order
         self.error: BaseException | None = None
 
     def run(self, bodies) -> None:
@@ -121,3 +122,40 @@ def core_barrier(data, cores, engine=None, name=None):
         fail("core-barrier", f"{I} on {describe(data)}: the kernel was launched on "
              f"{run.grid or 'one core'}; a barrier needs a launch on two cores (kernel[2](...))")
     run.cores.barrier(run.program_ids[0], describe(data))
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None, priority=None,
+             name=None):
+    """Sends src to core send_to_rank and receives core recv_from_rank's src into dst, both
+    cores meeting at this instruction (a rendezvous: a core that never calls it is refused with
+    the core-barrier rule)."""
+    I = "nisa.sendrecv"
+    run = current()
+    require_arch(I, "gen3")
+    for role, t in (("src", src), ("dst", dst)):
+        require_buffers(I, role, t, ("sbuf", "hbm"))
+        if t.on_chip:
+            require_partitions(I, role, t, run.limits)
+    if run.grid != (2,) or run.cores is None:
+        fail("sendrecv", f"{I}: the kernel was launched on {run.grid or 'one core'}; sendrecv "
+             "exchanges between the two cores of a launch kernel[2](...)")
+    me = run.program_ids[0]
+    peers = {"send_to_rank": int(send_to_rank), "recv_from_rank": int(recv_from_rank)}
+    for role, rank in peers.items():
+        if rank != 1 - me:
+            fail("sendrecv", f"{I}: {role}={rank} on core {me}; the other core of the launch is "
+                 f"{1 - me}")
+    pipe = int(pipe_id)
+    bits = src.raw().reshape(-1).clone() if run.computes else None
+    cores = run.cores
+    with cores.cond:
+        cores.mailbox.setdefault((me, 1 - me, pipe), []).append((bits, src.dtype, describe(src),
+                                                                 src.size))
+    cores.barrier(me, f"{I} (pipe {pipe})")
+    with cores.cond:
+        sent, dtype, what, size = cores.mailbox[(1 - me, me, pipe)].pop(0)
+    if size != dst.size or dtype is not dst.dtype:
+        fail("sendrecv", f"{I}: core {1 - me} sent {what}, which does not fit dst {describe(dst)} "
+             f"of core {me}: the same element count and dtype are needed")
+    if run.computes:
+        dst.write_raw(sent, run)

@@ -17,7 +17,7 @@ from .isa_elementwise import (activation, activation_reduce, affine_select, drop
 from .isa_enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode,  # noqa: F401
                         nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine,
                         unknown_engine, vector_engine)
-from .cores import core_barrier  # noqa: F401
+from .cores import core_barrier, sendrecv  # noqa: F401
 from .isa_select import (nc_find_index8, nc_match_replace8, range_select,  # noqa: F401
                          select_reduce)
 from .isa_shuffle import nc_stream_shuffle  # noqa: F401
@@ -40,7 +40,6 @@ UNSUPPORTED = {
     "dma_compute": "compute inside DMA engines",
     "local_gather": "GpSimd cross-partition gather",
     "nc_n_gather": "GpSimd in-partition gather",
-    "sendrecv": "NeuronCore-to-NeuronCore exchange in an LNC group",
     "rng": "the engines' random number generator",
     "rand2": "the engines' random number generator",
     "rand_set_state": "the engines' random number generator",
@@ -85,7 +84,8 @@ INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_te
                 "tensor_scalar_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
                 "reciprocal", "exponential", "bn_stats", "bn_aggr", "max8",
                 "tensor_copy_predicated", "dropout", "range_select", "nc_find_index8",
-                "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce")
+                "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce",
+                "sendrecv")
 for _name in INSTRUCTIONS:
     globals()[_name] = _counted(globals()[_name])
 del _name
