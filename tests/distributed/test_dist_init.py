@@ -61,3 +61,16 @@ def test_torchrun_env_rendezvous(backend):
     for r in range(2):
         assert f"rank {r}/2 ok on neuron:{r} backend=" in done.stdout
     assert ("backend=neuron" in done.stdout) == (backend == "neuron")
+
+
+def test_set_device_initializes_as_cuda_does(python):
+    # What asks is_initialized() after set_device must see the chosen device: FakeTensor (run
+    # by DTensor's sharding propagation) puts a tensor on "neuron" on the current device only
+    # once it is initialized, and caches it; on neuron:0 it broke FSDP2 init on rank 1.
+    done = python("import torch\n"
+                  "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+                  "torch.neuron.set_device(1)\n"
+                  "print(torch.neuron.is_initialized())\n"
+                  "with FakeTensorMode():\n"
+                  "    print(torch.empty(2, device='neuron').device)\n")
+    assert done.stdout.split() == ["True", "neuron:1"], done.stderr

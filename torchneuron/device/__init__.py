@@ -83,6 +83,12 @@ def current_device() -> int:
 
 def set_device(device: _device_t) -> None:
     index = _device_index(device)
+    # Initializes, as torch.cuda.set_device does: what asks is_initialized() next must see the
+    # device chosen. FakeTensor gives a tensor on "neuron" the current device only once the
+    # device is initialized (neuron:0 before), and caches what it made: DTensor's sharding
+    # propagation on rank 1 of an FSDP2 model then mixed neuron:1 and neuron:0 (TorchTitan's
+    # init_weights, trunc_normal_ on a sharded parameter).
+    init()
     _C._set_device(index)
 
 
