@@ -58,6 +58,7 @@ RUNS = (
     Run("compile.py", "2 threads, the CPU's matmul kernels (NEURON_COMPILE_GEMM=aten)",
         ("--threads", "2"), {"NEURON_COMPILE_GEMM": "aten"}),
     Run("collectives.py", "2 processes, shape check on (the default)"),
+    Run("flight_recorder_cost.py", "2 processes, 5 runs per setting"),
     Run("nki_simulator.py", "NKI kernels on the software NeuronCore"),
     Run("kernels.py", "1 thread", ("--threads", "1")),
     Run("serving.py", "3 rounds, in .venv-serve (make serve-demo creates it)", ("--rounds", "3"),
