@@ -113,7 +113,20 @@ test-serve: $(SERVE_VENV)/.installed
 		--ignore=tests/serving/test_transformers_serve.py
 	$(BIN)/python -m pytest -q -rs -m "slow or not slow" tests/serving/test_transformers_serve.py
 
-# PLACEHOLDER until the TorchTitan issue (45) provides the real target: CI (.ci/run) calls
-# `make test-titan` already, and this says that nothing ran rather than passing silently.
-test-titan:
-	@echo "test-titan: TorchTitan's target is not provided yet (issue 45); no TorchTitan test ran."
+# TorchTitan (docs/torchtitan.md): its pinned version and what it imports, installed once into
+# the project's environment, then its tests (tests/distributed/test_dist_torchtitan.py: FSDP on
+# 2 ranks, FSDP x TP on 4, a resumed checkpoint, each against one process). TorchTitan imports
+# triton at import (CUDA wheels of torch bring it, the CPU wheel does not); triton goes into a
+# folder of its own that only this target puts on PYTHONPATH, since Inductor changes course
+# where it can import triton, and the other suites must not see it.
+TITAN_PINS := torchtitan==0.2.2 torchdata==0.11.0 datasets==5.2.0 tyro==1.0.16 tensorboard==2.21.0
+TITAN_TRITON := $(VENV)/titan-triton
+
+$(VENV)/.titan: | $(VENV)/.deps
+	$(BIN)/pip install -q $(TITAN_PINS)
+	$(BIN)/pip install -q --no-deps --target $(TITAN_TRITON) triton==3.9.0
+	touch $@
+
+test-titan: setup $(VENV)/.titan
+	PYTHONPATH=$(abspath $(TITAN_TRITON)) $(BIN)/python -m pytest -q -rs -m slow \
+		tests/distributed/test_dist_torchtitan.py

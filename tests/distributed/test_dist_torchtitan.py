@@ -1,5 +1,6 @@
-"""TorchTitan's Llama debug model trained with FSDP over 2 processes on neuron, offline (assets
-from titan_assets.py), against the same training in one process.
+"""TorchTitan's Llama debug model trained on neuron, offline (assets from titan_assets.py), with
+FSDP over 2 processes and with FSDP x tensor parallel over 4, each against the same training in
+one process, and a run resumed from its checkpoint against the run that did not stop.
 
 TorchTitan has no CPU path (with no accelerator it picks "cuda"), so the one-process reference
 runs on one neuron device, whose kernels are PyTorch's CPU kernels. Both runs start from one seed
@@ -9,11 +10,12 @@ every document twice, and each of the 2 ranks reads one contiguous half). Parame
 (`--training.mixed-precision-param float32`): FSDP's bf16 parameters and the single process's
 bf16 autocast round differently, which would hide a real mismatch in a looser tolerance.
 
-Needs `torchtitan==0.2.2` and `triton` importable (TorchTitan imports it unconditionally); see
-docs/torchtitan.md."""
+Needs `torchtitan==0.2.2` and `triton` importable (TorchTitan imports it unconditionally):
+`make test-titan` installs them and runs this module; see docs/torchtitan.md."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -27,7 +29,8 @@ STEPS = 6
 SEED_CHECKPOINT = "seed/checkpoint/step-0"
 
 
-def titan_command(nproc: int, dump_folder: str, *extra: str) -> list[str]:
+def titan_command(nproc: int, dump_folder: str, *extra: str, dp_shard: int | None = None,
+                  tp: int = 1) -> list[str]:
     return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
             f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", f"--master-port={free_port()}",
             "-m", "torchtitan.train",
@@ -36,7 +39,8 @@ def titan_command(nproc: int, dump_folder: str, *extra: str) -> list[str]:
             "--training.steps", str(STEPS), "--training.seq-len", "128",
             "--training.local-batch-size", "2",
             "--training.mixed-precision-param", "float32",
-            "--parallelism.data-parallel-shard-degree", str(nproc),
+            "--parallelism.data-parallel-shard-degree", str(dp_shard or nproc),
+            "--parallelism.tensor-parallel-degree", str(tp),
             "--activation-checkpoint.mode", "none",
             "--debug.seed", "42", "--debug.deterministic", "--metrics.log-freq", "1",
             "--job.dump-folder", dump_folder, "--checkpoint.enable", *extra]
@@ -53,34 +57,67 @@ def metrics(log: str) -> tuple[list[float], list[float]]:
     return [found[s][0] for s in steps], [found[s][1] for s in steps]
 
 
-def run_titan(root, nproc: int, dump_folder: str, *extra: str) -> str:
+def run_titan(root, nproc: int, dump_folder: str, *extra: str, **parallel) -> str:
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HOME=str(root / "hf"))
-    done = subprocess.run(titan_command(nproc, dump_folder, *extra), cwd=root, env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(titan_command(nproc, dump_folder, *extra, **parallel), cwd=root,
+                          env=env, capture_output=True, text=True, timeout=900)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-6000:]
     return log
 
 
-def test_torchtitan_llama_debug_fsdp_on_neuron_matches_one_process(tmp_path):
+LOAD_SEED = ("--checkpoint.initial-load-path", SEED_CHECKPOINT)
+
+
+@pytest.fixture(scope="module")
+def titan(tmp_path_factory):
+    """The assets, the seed checkpoint every run starts from, and the one-process run."""
     pytest.importorskip("torchtitan")
     pytest.importorskip("triton")
-    write_assets(str(tmp_path), copies=2)
-    log = run_titan(tmp_path, 1, "seed", "--checkpoint.create-seed-checkpoint")
+    root = tmp_path_factory.mktemp("titan")
+    write_assets(str(root), copies=2)
+    log = run_titan(root, 1, "seed", "--checkpoint.create-seed-checkpoint")
     assert "Created seed checkpoint" in log, log[-4000:]
-    load_seed = ("--checkpoint.initial-load-path", SEED_CHECKPOINT, "--checkpoint.load-only")
+    single_loss, single_norm = metrics(run_titan(root, 1, "single", *LOAD_SEED,
+                                                 "--checkpoint.load-only"))
+    assert len(single_loss) == STEPS and single_loss[-1] < single_loss[0] - 0.1, single_loss
+    return root, single_loss, single_norm
 
-    fsdp_log = run_titan(tmp_path, 2, "fsdp", *load_seed)
-    assert "dp_shard=2" in fsdp_log and "NEURON capacity" in fsdp_log, fsdp_log[-4000:]
-    assert f"Loading the checkpoint from {SEED_CHECKPOINT}" in fsdp_log
-    fsdp_loss, fsdp_norm = metrics(fsdp_log)
-    single_loss, single_norm = metrics(run_titan(tmp_path, 1, "single", *load_seed))
 
-    assert len(fsdp_loss) == len(single_loss) == STEPS, (fsdp_loss, single_loss)
-    assert fsdp_loss[-1] < fsdp_loss[0] - 0.1, fsdp_loss  # it learns
+def assert_same_training(losses, norms, single_loss, single_norm):
     # Same weights, same samples: only the order of float32 sums differs (measured: equal to
     # the 5 printed decimals). Logged values are rounded, hence the absolute part.
-    torch.testing.assert_close(torch.tensor(fsdp_loss), torch.tensor(single_loss),
+    assert len(losses) == len(single_loss), (losses, single_loss)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(single_loss),
                                rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(torch.tensor(fsdp_norm), torch.tensor(single_norm),
+    torch.testing.assert_close(torch.tensor(norms), torch.tensor(single_norm),
                                rtol=1e-3, atol=1e-4)
+
+
+def test_torchtitan_llama_debug_fsdp_on_neuron_matches_one_process(titan):
+    root, single_loss, single_norm = titan
+    # Saves step 3 and step 6 (the resume test starts from step 3).
+    fsdp_log = run_titan(root, 2, "fsdp", *LOAD_SEED, "--checkpoint.interval", "3")
+    assert "dp_shard=2" in fsdp_log and "NEURON capacity" in fsdp_log, fsdp_log[-4000:]
+    assert f"Loading the checkpoint from {SEED_CHECKPOINT}" in fsdp_log
+    assert_same_training(*metrics(fsdp_log), single_loss, single_norm)
+
+
+def test_torchtitan_fsdp_times_tensor_parallel_on_4_ranks_matches_one_process(titan):
+    root, single_loss, single_norm = titan
+    log = run_titan(root, 4, "fsdp_tp", *LOAD_SEED, "--checkpoint.load-only", dp_shard=2, tp=2)
+    assert "dp_shard=2" in log and "tp=2" in log, log[-4000:]
+    assert_same_training(*metrics(log), single_loss, single_norm)
+
+
+def test_torchtitan_resumes_from_its_checkpoint(titan):
+    root, single_loss, single_norm = titan
+    if not (root / "fsdp" / "checkpoint" / "step-3").is_dir():
+        pytest.skip("needs the FSDP test's checkpoints (run the module, not this test alone)")
+    shutil.copytree(root / "fsdp", root / "resumed")
+    shutil.rmtree(root / "resumed" / "checkpoint" / "step-6")  # as if the run stopped at step 3
+    log = run_titan(root, 2, "resumed", *LOAD_SEED)
+    assert "Loading the checkpoint from" in log and "step-3" in log, log[-4000:]
+    losses, norms = metrics(log)
+    # Steps 4-6 only, from the saved model, optimizer, data loader and schedule.
+    assert_same_training(losses, norms, single_loss[3:], single_norm[3:])
