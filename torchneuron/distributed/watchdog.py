@@ -20,6 +20,7 @@ import socket
 import threading
 
 import torch
+import torch.distributed as dist
 
 from . import flight_recorder
 
@@ -105,7 +106,7 @@ def _run(store, signal_fd: int) -> None:
         if ready:
             os.read(signal_fd, 64)
             _dump_quietly(stack_traces=True)  # asked for by a person: worth the seconds
-        if store is None:
+        if store is None or not dist.is_initialized():
             continue
         try:
             count = store.add(COUNT_KEY, 0)
@@ -114,13 +115,13 @@ def _run(store, signal_fd: int) -> None:
             while seen < count:
                 seen += 1
                 _handle(store, seen)
-        except Exception:  # noqa: BLE001 - the store's host may be gone; signals still work
-            continue
+        except Exception:  # noqa: BLE001
+            # The store's host is gone (its process ended, often the program's end): stop
+            # asking it, once (each failed call logs a warning); signals still work.
+            store = None
 
 
 def _handle(store, number: int) -> None:
-    import torch.distributed as dist
-
     report = json.loads(store.get(f"{PREFIX}/incident/{number}").decode())
     me = dist.get_rank() if dist.is_initialized() else -1
     if me == report["reporter"] or me not in report["ranks"]:
