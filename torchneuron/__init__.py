@@ -32,11 +32,12 @@ _C._register_hooks()  # what ATen asks a device backend outside the dispatcher (
 _C._install_kernel_cpu_allocator()  # CPU kernels on neuron memory allocate there (csrc/aten)
 from .runtime import execution as _execution  # noqa: E402
 
-# How eager ops execute (NEURON_EAGER_MODE, NEURON_LAUNCH_BLOCKING; csrc/device/ExecutionQueue.h),
-# set with the rest of the configuration; work still queued at exit runs to the end first.
+# How eager ops execute (NEURON_EAGER_MODE, NEURON_LAUNCH_BLOCKING; the launch decision in
+# csrc/aten/Launch.h over the runtime's streams), set with the rest of the configuration; work
+# still queued at exit runs to the end first.
 _device_state.on_configure(lambda config: _C._configure_execution(
-    config.eager_mode in ("async", "fused"), config.launch_blocking))
-# Fused mode (csrc/compile/FusedChain.h): the queue holds pointwise chains; a thread compiles hot ones.
+    config.eager_mode, config.launch_blocking))
+# Fused mode (csrc/compile/FusedChain.h): held pointwise chains; a thread compiles hot ones.
 _device_state.on_configure(_execution.configure_fusion)
 import atexit as _atexit  # noqa: E402
 

@@ -4,7 +4,7 @@
 #include "aten/Fallback.h"
 #include "aten/IValueTensors.h"
 #include "aten/SignatureKey.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
@@ -490,7 +490,7 @@ std::atomic<const OpHolder*> g_op_holder{nullptr};
 // compare storages); other memory (another stream's, recorded, shared or not the allocator's)
 // stays referenced.
 void use_in_stream_order(torch::jit::Stack& work_stack, std::vector<Result>& results,
-                         const c10::Stream& stream, const exec::StreamClock* clock) {
+                         const c10::Stream& stream, const rt::StreamClock* clock) {
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 4> storages;
   auto unreferenced = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || !t.has_storage()) {
@@ -522,7 +522,7 @@ void use_in_stream_order(torch::jit::Stack& work_stack, std::vector<Result>& res
 void set_op_holder(const OpHolder* holder) { g_op_holder.store(holder); }
 
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-              c10::DeviceIndex device, RecipeCheck* check) {
+              c10::DeviceIndex device, bool hold, RecipeCheck* check) {
   const auto& schema = op.schema();
   if (!schema_deferrable(op) || given_up(&schema)) return false;
   if (ks.highestPriorityTypeId() != c10::DispatchKey::PrivateUse1) return false;  // sparse
@@ -561,7 +561,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
       at::_ops::resize_::redispatch(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), tensors[k],
                                     c10::fromIntArrayRefSlow(sizes), std::nullopt);
     }
-    return defer_op(op, ks, stack, device, check);
+    return defer_op(op, ks, stack, device, hold, check);
   }
   if (!recipe) {
     // A signature's first call: the meta function's answer, checked against the CPU kernel's
@@ -608,8 +608,8 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 
   // Results are allocated for this work, queued on the current stream after everything queued
   // on it so far: they may take memory that earlier work there still uses, unreferenced.
-  const c10::Stream stream = exec::current_stream(device);
-  const exec::StreamClock* clock = exec::collecting() ? nullptr : exec::stream_clock(stream);
+  const c10::Stream stream = launch::current_stream(device);
+  const rt::StreamClock* clock = launch::collecting() ? nullptr : launch::stream_clock(stream);
   std::vector<Result> results;
   std::vector<c10::IValue> returned;
   {
@@ -642,7 +642,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   }
   const char* name = schema.name().c_str();
   const OpHolder* holder = g_op_holder.load(std::memory_order_acquire);
-  if (holder != nullptr && returned.size() == 1 && returned[0].isTensor() && holder->holding()) {
+  if (hold && holder != nullptr && returned.size() == 1 && returned[0].isTensor()) {
     // Fused mode: the op may be held back, to run fused with the ops around it. Its unfused run
     // uses the stream's memory unreferenced, as queued work does; while it is held, `keep`
     // references that memory (the chain counts those references as its own, see
@@ -656,11 +656,11 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     std::shared_ptr<void> keep = strong;
     if (!holder->hold(op, device, &(*stack)[begin], strong->first, returned[0].toTensor(), work,
                       keep)) {
-      exec::enqueue(stream, name, std::move(work));
+      launch::enqueue(stream, name, std::move(work));
     }
   } else {
     if (clock != nullptr) use_in_stream_order(work_stack, results, stream, clock);
-    exec::enqueue(stream, name,
+    launch::enqueue(stream, name,
                   [op, ks, device, work_stack = std::move(work_stack),
                    results = std::move(results)]() mutable {
                     run_queued(op, ks, device, work_stack, results);

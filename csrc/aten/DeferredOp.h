@@ -1,4 +1,4 @@
-// Asynchronous execution of the boxed fallback's ops (device/ExecutionQueue.h).
+// Asynchronous execution of the boxed fallback's ops (aten/Launch.h decides, runtime/Execution.h runs).
 //
 // At the call, the op runs on meta tensors (PyTorch's meta functions: the CPU's own shape and
 // dtype checks, with its error types), which gives its results' metadata; results that are
@@ -43,27 +43,27 @@ class RecipeCheck {
 
  private:
   friend bool defer_op(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*,
-                       c10::DeviceIndex, RecipeCheck*);
+                       c10::DeviceIndex, bool, RecipeCheck*);
   std::string key_;
   std::shared_ptr<void> recipe_;  // a Recipe (DeferredOp.cpp)
   std::vector<at::Tensor> tensors_;
   std::vector<c10::Storage> storages_;
 };
 
-// Queues `op` (arguments checked by the fallback) on the current stream of `device` and leaves
-// its results on the stack; false, with the stack untouched, when it must run now (then, on a
+// Queues `op` (arguments checked by the fallback) on the current stream of `device`, or offers it
+// to the fused component when the launch decision says to hold it (`hold`), and leaves its
+// results on the stack; false, with the stack untouched, when it must run now (then, on a
 // signature's first call, `check` holds what to confirm once it ran).
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-              c10::DeviceIndex device, RecipeCheck* check);
+              c10::DeviceIndex device, bool hold, RecipeCheck* check);
 
 // Fused eager (csrc/compile/FusedChain.h, a layer above) may hold an op back instead of queuing
-// it: `holding()` says whether it holds now; `hold(op, device, args, snapshots, result, work)`
-// is offered each queued op with one tensor result (args: the caller's arguments; snapshots:
+// it: `hold(op, device, args, snapshots, result, work)` is offered each op with one tensor
+// result that the launch decision asked to hold (args: the caller's arguments; snapshots:
 // the queued work's copies; work: the op's unfused run, which may use memory of its stream
 // unreferenced; keep: references to the memory the snapshots and the result use, for as long
 // as the op is held) and takes `work` and `keep` when it held the op.
 struct OpHolder {
-  bool (*holding)();
   bool (*hold)(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
                const torch::jit::Stack& snapshots, const at::Tensor& result,
                std::function<void()>& work, std::shared_ptr<void>& keep);

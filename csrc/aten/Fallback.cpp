@@ -11,7 +11,7 @@
 #include "aten/QuantizedRefusal.h"
 #include "aten/SparseMembers.h"
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
 
@@ -214,10 +214,14 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   const c10::DeviceIndex device = check.finish();
   if (has_float64) check_float64(op.operator_name());
-  // Asynchronous execution: the op is queued on the current stream when its results' metadata
-  // can be known now (DeferredOp.h); otherwise it runs here, after the queued work.
+  // The launch decision (Launch.h): queued (or held) on the current stream when its results'
+  // metadata can be known now (DeferredOp.h); otherwise it runs here, after the queued work.
   RecipeCheck recipe_check;
-  if (!exec::run_inline(largest) && defer_op(op, ks, stack, device, &recipe_check)) return;
+  const launch::Launch how = launch::decide(launch::Work::kOp, largest);
+  if (how != launch::Launch::kInline &&
+      defer_op(op, ks, stack, device, how == launch::Launch::kHold, &recipe_check)) {
+    return;
+  }
 
   profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
   if (activity.active()) activity.inputs(&(*stack)[begin], num_args);

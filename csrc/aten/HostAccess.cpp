@@ -1,6 +1,6 @@
 #include "aten/HostAccess.h"
 
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <c10/util/Exception.h>
@@ -29,7 +29,7 @@ void require_host_access(const char* what) {
               "address in place, and the neuron runtime '", rt::capabilities().name,
               "' does not declare it (rt::Capabilities::host_addressable_memory). This op has no "
               "kernel for that runtime yet.");
-  exec::settle();  // the host touches device memory only once queued work is done
+  launch::settle();  // the host touches device memory only once queued work is done
 }
 
 void override_host_addressable_for_testing(bool addressable) {

@@ -13,7 +13,7 @@ namespace torchneuron {
 bool host_addressable();
 // Raises (RuntimeError) naming the runtime and `what` needed host access, when it has none.
 // Otherwise waits for queued device work (and raises its pending error): on a calling thread,
-// every host access to device memory is a synchronization point (device/ExecutionQueue.h).
+// every host access to device memory is a synchronization point (aten/Launch.h).
 void require_host_access(const char* what);
 // Tests only: pretend the runtime's memory is (not) host-addressable.
 void override_host_addressable_for_testing(bool addressable);

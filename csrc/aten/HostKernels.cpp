@@ -7,7 +7,7 @@
 
 #include "aten/HostAccess.h"
 #include "aten/OpWalk.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 
 namespace torchneuron {
 namespace {
@@ -17,7 +17,7 @@ namespace {
 void run_after_queued_work(const c10::OperatorHandle& op, c10::DispatchKeySet,
                            torch::jit::Stack* stack) {
   require_host_access(op.schema().name().c_str());
-  exec::InlineScope in_place;
+  launch::InlineScope in_place;
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 

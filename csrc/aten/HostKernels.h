@@ -6,7 +6,7 @@
 // pointers while queued ops may still be producing it (vLLM CPU's attention and KV-cache ops
 // are 29 of its 90 `_C` ops). guard_host_kernels gives every catch-all-only op of a namespace a
 // neuron kernel that waits for the queued work first and runs the catch-all with nested neuron
-// ops in place (exec::InlineScope), in the extension's order; in synchronous mode the wait is
+// ops in place (launch::InlineScope), in the extension's order; in synchronous mode the wait is
 // one atomic load.
 #pragma once
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/util/SmallVector.h>
@@ -27,7 +27,7 @@ class KernelScope {
  private:
   c10::DeviceIndex previous_;
   CurrentDeviceScope current_;
-  exec::InlineScope inline_;  // neuron ops the kernel dispatches run in place
+  launch::InlineScope inline_;  // neuron ops the kernel dispatches run in place
 };
 
 // While a queued op's CPU kernel runs (aten/DeferredOp.h), the memory its results were given at

@@ -6,8 +6,8 @@
 #include "aten/SignatureKey.h"
 
 #include "compile/KernelLaunch.h"
-#include "device/ExecutionQueue.h"
-#include "device/Lifecycle.h"
+#include "aten/Launch.h"
+#include "runtime/ForkSafety.h"
 #include "device/NeuronAllocator.h"
 #include "profiler/KernelActivity.h"
 
@@ -52,8 +52,8 @@ constexpr std::size_t kMaxHeldBytes = std::size_t(256) << 20;
 // signatures that differ only in such values, later ones run unfused, uncounted, uncompiled.
 constexpr int kFloatVariants = 4;
 
-std::atomic<bool> g_enabled{false};
-std::atomic<int> g_hot{3};
+// config.py's default (NEURON_FUSION_HOT); configure() sets the configured value.
+std::atomic<int> g_hot{20};
 
 // ---------------------------------------------------------------- which ops may be held
 
@@ -325,8 +325,8 @@ std::deque<Request>& requests() {
 }
 
 const bool g_fork_registered = [] {
-  hold_across_fork(g_mutex);
-  hold_across_fork(g_requests_mutex);
+  rt::hold_across_fork(g_mutex);
+  rt::hold_across_fork(g_requests_mutex);
   return true;
 }();
 
@@ -655,9 +655,9 @@ void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outpu
   // The buffers' memory until the kernels ran, but for the stream's own blocks, which the
   // allocator reuses in stream order (NeuronCachingAllocator::use_in_stream_order).
   std::vector<c10::Storage> keep;
-  const exec::StreamClock* clock = exec::stream_clock(chain.stream);
+  const rt::StreamClock* clock = launch::stream_clock(chain.stream);
   // (Collected into a compiled graph's item, which the clock does not count yet: all kept.)
-  const bool collecting = exec::collecting();
+  const bool collecting = launch::collecting();
   auto add = [&](const at::Tensor& t) {
     pointers.push_back(reinterpret_cast<std::uintptr_t>(t.data_ptr()));
     if (collecting ||
@@ -680,7 +680,7 @@ void enqueue_fused(const HeldChain& chain, const std::vector<ChainOutput>& outpu
     if (o.into_input < 0) add(o.buffer);
   }
   const c10::DeviceIndex device = chain.stream.device_index();
-  exec::enqueue_held(chain.stream, "fused chain",
+  launch::enqueue_held(chain.stream, "fused chain",
                      [program = std::move(program), pointers = std::move(pointers),
                       keep = std::move(keep), numbers = std::move(numbers),
                       number_at = std::move(number_at), device]() mutable {
@@ -756,17 +756,17 @@ void flush(HeldChain& chain, std::vector<at::Tensor>& drop) {
     }
   }
   if (!fused) {
-    const bool collecting = exec::collecting();
+    const bool collecting = launch::collecting();
     for (HeldStep& step : chain.steps) {
       if (collecting) {
         // Collected into an item queued later (a compiled graph's ItemScope), which its stream's
         // clock does not count yet: the references go with the work, until it ran.
         step.work = [work = std::move(step.work), keep = std::move(step.keep)]() { work(); };
       }
-      exec::enqueue_held(chain.stream, step.name, std::move(step.work));
+      launch::enqueue_held(chain.stream, step.name, std::move(step.work));
     }
   }
-  exec::add_held(-n);  // after the hand-over: the device never looks idle in between
+  launch::add_held(-n);  // after the hand-over: the device never looks idle in between
   for (Identity& e : chain.identities) drop.push_back(std::move(e.caller));
   chain.steps.clear();
   chain.inputs.clear();
@@ -975,7 +975,7 @@ bool append_indexed(HeldChain& chain, const OpKind& kind, const char* name,
 
 }  // namespace
 
-void configure(bool enabled, int hot, const std::vector<std::string>& reductions,
+void configure(int hot, const std::vector<std::string>& reductions,
                const std::vector<std::pair<std::string, std::string>>& runtime_scalars) {
   {
     std::lock_guard<std::mutex> lock(g_kinds_mutex);
@@ -985,26 +985,19 @@ void configure(bool enabled, int hot, const std::vector<std::string>& reductions
     kinds().clear();
   }
   g_hot.store(std::max(1, hot));
-  exec::set_held_flush(&flush_held);
-  static const OpHolder holder{&holding, &hold};
+  launch::set_held_flush(&flush_held);
+  static const OpHolder holder{&hold};
   set_op_holder(&holder);
-  if (!enabled) exec::settle();  // nothing stays held once fusion is off
-  g_enabled.store(enabled);
 }
 
-bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
-
-bool holding() {
-  return g_enabled.load(std::memory_order_relaxed) &&
-         !at::globalContext().deterministicAlgorithms();
-}
+bool holding() { return launch::effective_mode() == launch::EagerMode::kFused; }
 
 bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
           const torch::jit::Stack& snapshots, const at::Tensor& result,
           std::function<void()>& work, std::shared_ptr<void>& keep) {
   const OpKind& kind = kind_of(op);
   if (!kind.fusible) return false;
-  const c10::Stream stream = exec::current_stream(device);
+  const c10::Stream stream = launch::current_stream(device);
   std::vector<at::Tensor> drop;
   std::lock_guard<std::mutex> lock(g_mutex);
   const std::size_t count = op.schema().arguments().size();
@@ -1024,7 +1017,7 @@ bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IVa
       return false;
     }
   }
-  exec::add_held(1);
+  launch::add_held(1);
   ++g_stats.ops_held;
   if (kind.reduction || chain->steps.size() >= kMaxSteps ||
       chain->result_bytes >= kMaxHeldBytes) {
@@ -1074,7 +1067,7 @@ Stats stats() {
 }
 
 void reset() {
-  exec::settle();
+  launch::settle();
   {
     std::lock_guard<std::mutex> lock(g_requests_mutex);
     requests().clear();

@@ -28,24 +28,23 @@ struct RecordedProgram;
 
 namespace torchneuron::fusion {
 
-// From the configuration (torchneuron/runtime/config.py): fused mode on or off, how many times a
-// chain is seen before it is compiled, the reductions that may end a chain, as
+// From the configuration (torchneuron/runtime/config.py; whether fused mode is on is the eager
+// mode, aten/Launch.h): how many times a chain is seen before it is compiled, the reductions that may end a chain, as
 // "aten::sum.default" (the list lives in torchneuron/fusion/ops.py), and the Scalar-typed
 // arguments a fused kernel reads at each call, as ("aten::add.Tensor", "alpha")
 // (torchneuron/fusion/runtime_scalars.py).
-void configure(bool enabled, int hot, const std::vector<std::string>& reductions,
+void configure(int hot, const std::vector<std::string>& reductions,
                const std::vector<std::pair<std::string, std::string>>& runtime_scalars);
-// Fused mode is on (NEURON_EAGER_MODE=fused).
-bool enabled();
-// Fused mode is on and torch.use_deterministic_algorithms is off.
+// Ops are held now: the effective eager mode is fused (aten/Launch.h).
 bool holding();
 
-// Offers an op defer_op is about to queue (through aten/DeferredOp.h's OpHolder) on `device`'s current stream: `args` are the caller's
+// Offers an op the launch decision asked to hold (aten/Launch.h), which defer_op would otherwise
+// queue (through aten/DeferredOp.h's OpHolder), on `device`'s current stream: `args` are the caller's
 // arguments (the op's schema arguments, in order), `snapshots` the queued work's copies of them,
 // `result` what the caller gets back. True when the op was held: `work` (the op's unfused run)
 // was taken and runs later, on its own or replaced by a fused kernel, and `keep` (references
 // to the memory `work` may use unreferenced) was taken and is kept until the op is handed over.
-// False when the caller queues it as usual (exec::enqueue hands over the held chain first).
+// False when the caller queues it as usual (launch::enqueue hands over the held chain first).
 bool hold(const c10::OperatorHandle& op, c10::DeviceIndex device, const c10::IValue* args,
           const torch::jit::Stack& snapshots, const at::Tensor& result,
           std::function<void()>& work, std::shared_ptr<void>& keep);

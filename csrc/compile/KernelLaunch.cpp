@@ -6,11 +6,11 @@
 // C entry point with them, without Python's GIL, so the calling thread runs on. A call Python
 // must make (an argument the C entry point cannot take by value) holds the GIL on the worker.
 //
-// A graph's `call` runs inside exec::ItemScope (as_one_item), so its kernels and the extern ops
+// A graph's `call` runs inside launch::ItemScope (as_one_item), so its kernels and the extern ops
 // it dispatches (matmuls, fallbacks) reach the stream as one item, in the wrapper's order.
 #include "compile/KernelLaunch.h"
 
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/Exceptions.h>
@@ -188,7 +188,7 @@ PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
 
   // Which stream: the first neuron buffer's device; a CPU tensor argument (read when the kernel
   // runs, which the caller could change in between) or none at all makes the call synchronous.
-  bool queue = exec::queuing();
+  bool queue = launch::decide(launch::Work::kCompiledKernel, 0) != launch::Launch::kInline;
   bool raw = n <= kMaxRawArgs;
   c10::DeviceIndex device = -1;
   for (std::size_t i = 0; queue && i < n; ++i) {
@@ -202,11 +202,11 @@ PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
     }
   }
   if (!queue || device < 0) {
-    exec::settle();  // the kernel reads and writes neuron memory from this thread (waits drop the GIL)
+    launch::settle();  // the kernel reads and writes neuron memory from this thread (waits drop the GIL)
     return PyObject_Vectorcall(kernel, kernel_args, n, nullptr);
   }
 
-  const c10::Stream stream = exec::current_stream(device);
+  const c10::Stream stream = launch::current_stream(device);
   void* entry = raw ? entry_point(kernel) : nullptr;
   if (entry != nullptr) {
     auto values = std::make_shared<std::vector<std::uintptr_t>>(n);
@@ -223,7 +223,7 @@ PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
         (*values)[i] = static_cast<std::uintptr_t>(v);
       }
     }
-    exec::enqueue(stream, "compiled kernel", [entry, values, storages = std::move(storages)] {
+    launch::enqueue(stream, "compiled kernel", [entry, values, storages = std::move(storages)] {
       kRawCalls[values->size()](entry, values->data());
     });
     Py_RETURN_NONE;
@@ -236,7 +236,7 @@ PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
     Py_INCREF(args[i]);
     refs->refs.push_back(args[i]);
   }
-  exec::enqueue(stream, "compiled kernel", [refs] {
+  launch::enqueue(stream, "compiled kernel", [refs] {
     pybind11::gil_scoped_acquire gil;
     PyObject* result = PyObject_Vectorcall(refs->refs[0], refs->refs.data() + 1,
                                            refs->refs.size() - 1, nullptr);
@@ -254,7 +254,7 @@ PyMethodDef kLaunch = {
     "stream when execution is asynchronous"};
 
 PyObject* one_item_call(PyObject* call, PyObject* args, PyObject* kwargs) {
-  exec::ItemScope scope;  // closes (queuing what it collected) on return and on error
+  launch::ItemScope scope;  // closes (queuing what it collected) on return and on error
   return PyObject_Call(call, args, kwargs);
 }
 
@@ -288,7 +288,7 @@ std::optional<RecordedProgram> record_kernel_calls(PyObject* call, PyObject* ten
   // The boxed call may empty the list it gets: it gets a copy.
   PyObject* copy = PyList_GetSlice(tensors, 0, PyList_GET_SIZE(tensors));
   if (copy == nullptr) throw python_error();
-  const std::uint64_t work_before = exec::work_count();
+  const std::uint64_t work_before = launch::work_count();
   t_recording = &recording;
   PyObject* result = PyObject_CallOneArg(call, copy);
   t_recording = nullptr;
@@ -297,7 +297,7 @@ std::optional<RecordedProgram> record_kernel_calls(PyObject* call, PyObject* ten
   Py_DECREF(result);
   if (!recording.failure.empty()) {
     why = recording.failure;
-  } else if (exec::work_count() != work_before) {
+  } else if (launch::work_count() != work_before) {
     why = "the graph runs device work besides its C++ kernels";
   } else if (recording.program.calls.empty()) {
     why = "the graph launches no kernel";

@@ -5,7 +5,6 @@
 #include <pthread.h>
 
 #include <atomic>
-#include <vector>
 
 namespace torchneuron {
 namespace {
@@ -13,37 +12,17 @@ namespace {
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_bad_fork{false};
 
-// Registered mutexes, taken in registration order before a fork and released after it.
-std::vector<std::mutex*>& fork_mutexes() {
-  static std::vector<std::mutex*> mutexes;
-  return mutexes;
-}
-std::mutex g_registry_mutex;  // guards fork_mutexes(); taken first, released last
-
-void before_fork() {
-  g_registry_mutex.lock();
-  for (std::mutex* m : fork_mutexes()) m->lock();
-}
-
-void release_after_fork() {
-  auto& mutexes = fork_mutexes();
-  for (auto it = mutexes.rbegin(); it != mutexes.rend(); ++it) (*it)->unlock();
-  g_registry_mutex.unlock();
-}
-
 void after_fork_in_child() {
-  // The forking thread held every lock (before_fork), so the state they guard is consistent and
-  // only that thread exists here: it may release them.
-  release_after_fork();
   if (g_initialized.load()) g_bad_fork.store(true);
 }
 
-// On first registration (static initializers of other files may come before this file's).
-void register_fork_handlers() {
-  static const bool registered =
-      pthread_atfork(&before_fork, &release_after_fork, &after_fork_in_child) == 0;
+// On first use (static initializers of other files may come before this file's).
+void register_fork_handler() {
+  static const bool registered = pthread_atfork(nullptr, nullptr, &after_fork_in_child) == 0;
   TORCH_INTERNAL_ASSERT(registered, "neuron: pthread_atfork failed");
 }
+
+const bool g_fork_handler_registered = (register_fork_handler(), true);
 
 }  // namespace
 
@@ -67,11 +46,5 @@ void mark_initialized() {
 bool is_initialized() { return g_initialized.load(); }
 
 bool in_bad_fork() { return g_bad_fork.load(); }
-
-void hold_across_fork(std::mutex& m) {
-  register_fork_handlers();
-  std::lock_guard<std::mutex> lock(g_registry_mutex);
-  fork_mutexes().push_back(&m);
-}
 
 }  // namespace torchneuron

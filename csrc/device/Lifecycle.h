@@ -3,13 +3,8 @@
 // parent that had created it may not use the device (its memory, queues and locks belong to the
 // parent): its first device use raises an error naming the cure, as CUDA's "Cannot re-initialize
 // CUDA in forked subprocess". A child that never touches neuron works.
-//
-// Fork safety: every lock of ours that another thread may hold while a thread forks is
-// registered here; a fork waits until it can take them all, and both sides release them after,
-// so a child never inherits a lock held by a thread that does not exist in it.
+// (Locks held across a fork: runtime/ForkSafety.h.)
 #pragma once
-
-#include <mutex>
 
 namespace torchneuron {
 
@@ -20,9 +15,5 @@ bool is_initialized();
 bool in_bad_fork();
 // Raises RuntimeError, naming 'spawn' and 'forkserver', in a bad fork; otherwise nothing.
 void check_not_in_bad_fork();
-
-// Registers `m` (a mutex with static storage duration) to be held across fork(). Call once per
-// mutex, e.g. from a static initializer next to the mutex.
-void hold_across_fork(std::mutex& m);
 
 }  // namespace torchneuron

@@ -1,8 +1,9 @@
 #include "device/NeuronAllocator.h"
 
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "device/Lifecycle.h"
+#include "runtime/ForkSafety.h"
 #include "profiler/MemoryHistory.h"
 #include "runtime/NeuronRuntime.h"
 
@@ -34,7 +35,7 @@ struct LiveBlock {
   c10::StreamId stream;  // the stream current at the allocation
   c10::SmallVector<c10::StreamId, 1> recorded;  // record_stream()'s other streams
   // Set when work queued on `stream` uses the block without a reference (use_in_stream_order).
-  const exec::StreamClock* ordered = nullptr;
+  const rt::StreamClock* ordered = nullptr;
 };
 
 // A cached block. Freed while work queued on a stream may still use it (`clock` set), it goes
@@ -42,15 +43,15 @@ struct LiveBlock {
 // `position` (the items queued on it when the block was freed).
 struct FreeBlock {
   void* ptr;
-  const exec::StreamClock* clock;
+  const rt::StreamClock* clock;
   std::uint64_t position;
-  bool free_for(const exec::StreamClock* ordered_for) const {
+  bool free_for(const rt::StreamClock* ordered_for) const {
     return clock == nullptr || clock == ordered_for || clock->reached(position);
   }
 };
 
 // The stream whose later work this thread's allocations are for (StreamOrderedAllocations).
-thread_local const exec::StreamClock* t_ordered_for = nullptr;
+thread_local const rt::StreamClock* t_ordered_for = nullptr;
 
 // A block freed by a stream's worker (the queued work held the last reference: the program had
 // dropped the tensor while that stream still used it) that was allocated on another stream and
@@ -86,7 +87,7 @@ struct DeviceCache {
 // (raw deleters get nothing else), and the critical sections are a few hash operations.
 std::mutex g_mutex;
 // A fork waits for it (a child must never inherit it locked: its tensors free through it).
-[[maybe_unused]] const bool g_mutex_fork_safe = (hold_across_fork(g_mutex), true);
+[[maybe_unused]] const bool g_mutex_fork_safe = (rt::hold_across_fork(g_mutex), true);
 std::unordered_map<void*, LiveBlock> g_live;
 // g_live's nodes of freed blocks, reused by the next allocations: a node per allocation would
 // cost a malloc and a free inside every tensor's life (an op of a few floats feels it). Bounded,
@@ -291,7 +292,7 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
   void* p;
   std::size_t allocated_total, reserved_total;
   auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
-  const c10::StreamId stream = exec::current_stream(device).id();
+  const c10::StreamId stream = launch::current_stream(device).id();
   {
     // A lock guard, so that an OOM (or any other throw) leaves the allocator unlocked.
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -331,15 +332,15 @@ void NeuronCachingAllocator::free_block(void* ptr) {
     device = it->second.device;
     size = it->second.size;
     const std::size_t requested = it->second.requested;
-    if (exec::on_worker_thread()) {
-      const c10::StreamId used = exec::current_stream(device).id();
+    if (launch::on_worker_thread()) {
+      const c10::StreamId used = launch::current_stream(device).id();
       const auto& recorded = it->second.recorded;
       if (used != it->second.stream &&
           std::find(recorded.begin(), recorded.end(), used) == recorded.end()) {
         unrecorded = {it->second.stream, used};
       }
     }
-    const exec::StreamClock* ordered = it->second.ordered;
+    const rt::StreamClock* ordered = it->second.ordered;
     erase_live_locked(it);
     DeviceCache& dc = g_devices[device];
     for_pools(size, [&](std::size_t i) {
@@ -369,12 +370,12 @@ void NeuronCachingAllocator::free_block(void* ptr) {
 c10::DeleterFnPtr NeuronCachingAllocator::raw_deleter() const { return &free_block; }
 
 void NeuronCachingAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
-  exec::settle();  // a storage copy on the calling thread: after queued work
+  launch::settle();  // a storage copy on the calling thread: after queued work
   rt::memcpy(dest, src, count);
 }
 
 void NeuronCachingAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
-  exec::drain_all();  // blocks freed while queued work used them are released too, as on CUDA
+  launch::drain_all();  // blocks freed while queued work used them are released too, as on CUDA
   std::lock_guard<std::mutex> lock(g_mutex);
   for (int d = 0; d < rt::device_count(); ++d) release_cache_locked(d);
 }
@@ -396,7 +397,7 @@ void NeuronCachingAllocator::recordStream(const c10::DataPtr& ptr, c10::Stream s
 
 bool NeuronCachingAllocator::use_in_stream_order(const c10::Storage& storage,
                                                  const c10::Stream& stream,
-                                                 const exec::StreamClock* clock) {
+                                                 const rt::StreamClock* clock) {
   const c10::DataPtr& data = storage.data_ptr();
   if (data.get_deleter() != &free_block || data.get() == nullptr) return false;
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -411,7 +412,7 @@ bool NeuronCachingAllocator::use_in_stream_order(const c10::Storage& storage,
 }
 
 NeuronCachingAllocator::StreamOrderedAllocations::StreamOrderedAllocations(
-    const exec::StreamClock* clock)
+    const rt::StreamClock* clock)
     : previous_(std::exchange(t_ordered_for, clock)) {}
 
 NeuronCachingAllocator::StreamOrderedAllocations::~StreamOrderedAllocations() {

@@ -16,7 +16,7 @@
 
 namespace torchneuron {
 
-namespace exec {
+namespace rt {
 struct StreamClock;
 }
 
@@ -74,17 +74,17 @@ class NeuronCachingAllocator final : public c10::DeviceAllocator {
   // allocated on `stream` (its device's current stream at the allocation) and recorded on no
   // other stream (record_stream): work queued on `stream` may then use it unreferenced.
   static bool use_in_stream_order(const c10::Storage& storage, const c10::Stream& stream,
-                                  const exec::StreamClock* clock);
+                                  const rt::StreamClock* clock);
   // While open on a thread, its allocations are for work queued on the stream of `clock`.
   class StreamOrderedAllocations {
    public:
-    explicit StreamOrderedAllocations(const exec::StreamClock* clock);
+    explicit StreamOrderedAllocations(const rt::StreamClock* clock);
     ~StreamOrderedAllocations();
     StreamOrderedAllocations(const StreamOrderedAllocations&) = delete;
     StreamOrderedAllocations& operator=(const StreamOrderedAllocations&) = delete;
 
    private:
-    const exec::StreamClock* previous_;
+    const rt::StreamClock* previous_;
   };
 };
 

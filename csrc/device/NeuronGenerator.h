@@ -51,7 +51,7 @@ bool draws_from_cpu_generator();
 at::Generator new_generator(c10::DeviceIndex device);
 bool is_neuron_generator(const at::Generator& gen);
 
-// For a kernel that runs later (queued, device/ExecutionQueue.h): a private generator holding
+// For a kernel that runs later (queued, aten/Launch.h): a private generator holding
 // `gen`'s (seed, offset) now, while `gen`'s offset moves past the `numel` values the kernel will
 // draw, as the kernel's GeneratorBridge would move it. Queued draws thus equal synchronous ones.
 at::Generator reserve_draws(const at::Generator& gen, int64_t numel);

@@ -2,7 +2,7 @@
 // domains, and events that carry a device timestamp. Registered with C10_REGISTER_GUARD_IMPL;
 // nothing calls into this file directly.
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -29,7 +29,7 @@ struct NeuronEvent {
   c10::DeviceIndex device = -1;
   c10::EventFlag flag = c10::EventFlag::PYTORCH_DEFAULT;
   bool recorded = false;
-  exec::Marker marker;  // where the event stands in its stream (complete once reached)
+  launch::Marker marker;  // where the event stands in its stream (complete once reached)
 };
 
 struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
@@ -97,19 +97,17 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
   }
 
-  // Streams are queues (device/ExecutionQueue.h); with synchronous execution (the default)
-  // every stream is drained when a call returns.
+  // Streams are queues of the runtime (runtime/Execution.h); with synchronous execution every
+  // stream is drained when a call returns.
   bool queryStream(const c10::Stream& stream) const override {
-    return exec::query_stream(stream);
+    return launch::query_stream(stream);
   }
   void synchronizeStream(const c10::Stream& stream) const override {
-    exec::synchronize_stream(stream);
-    rt::synchronize(stream.device_index());
+    launch::synchronize_stream(stream);
   }
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     const auto index = device_index < 0 ? current_device() : device_index;
-    exec::synchronize_device(index);
-    rt::synchronize(index);
+    launch::synchronize_device(index);
   }
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
@@ -129,14 +127,14 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
         e->device == stream.device_index(), "Event device neuron:", int(e->device),
         " does not match recording stream's device neuron:", int(stream.device_index()), ".");
     e->recorded = true;
-    e->marker = exec::record_marker(stream);
+    e->marker = launch::record_marker(stream);
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     auto* e = static_cast<NeuronEvent*>(event);
     if (e == nullptr) return;
     check_device(stream.device_index());
-    exec::wait_marker(e->marker, stream);  // later work on `stream` waits for the event
+    launch::wait_marker(e->marker, stream);  // later work on `stream` waits for the event
   }
 
   bool queryEvent(void* event) const override {
@@ -148,7 +146,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto* e = static_cast<NeuronEvent*>(event);
     if (e == nullptr) return;
     e->marker.wait();
-    exec::raise_pending_error(e->device);
+    launch::raise_pending_error(e->device);
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {

@@ -3,8 +3,8 @@
 #include "device/NeuronHooks.h"
 
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
-#include "device/Lifecycle.h"
+#include "aten/Launch.h"
+#include "runtime/ForkSafety.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
 #include "runtime/NeuronRuntime.h"
@@ -57,13 +57,13 @@ class PinnedMemoryAllocator final : public c10::Allocator {
 
  private:
   static std::mutex mutex_;
-  static const bool fork_safe_;  // a fork waits for mutex_ (see device/Lifecycle.h)
+  static const bool fork_safe_;  // a fork waits for mutex_ (see runtime/ForkSafety.h)
   static std::unordered_set<void*> pinned_;
 };
 
 std::mutex PinnedMemoryAllocator::mutex_;
 std::unordered_set<void*> PinnedMemoryAllocator::pinned_;
-const bool PinnedMemoryAllocator::fork_safe_ = (hold_across_fork(mutex_), true);
+const bool PinnedMemoryAllocator::fork_safe_ = (rt::hold_across_fork(mutex_), true);
 
 PinnedMemoryAllocator& pinned_allocator() {
   static PinnedMemoryAllocator instance;
@@ -117,7 +117,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     c10::DataPtr fresh = neuron_allocator().allocate_on(
         device, newsize, c10::Device(c10::DeviceType::PrivateUse1, device));
     const std::size_t keep = std::min(newsize, impl->nbytes());
-    exec::settle();  // queued work may still use the old bytes
+    launch::settle();  // queued work may still use the old bytes
     if (keep > 0) rt::memcpy(fresh.get(), impl->data(), keep);
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);

@@ -1,7 +1,7 @@
 #include "device/SharedStorage.h"
 
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "device/NeuronAllocator.h"
 #include "runtime/NeuronRuntime.h"
 
@@ -97,7 +97,7 @@ int share_storage(const c10::Storage& storage) {
                    bytes, " bytes with another process needs as much shareable device memory on ",
                    c10::Device(c10::DeviceType::PrivateUse1, device),
                    why.backing_exhausted ? " (the host cannot back it)" : "");
-  exec::settle();  // queued work may still write the bytes that move
+  launch::settle();  // queued work may still write the bytes that move
   if (bytes != 0) rt::memcpy(block.ptr, storage.data(), bytes);
   auto* b = new SharedBlock{device, block, bytes, /*owner=*/true};
   neuron_allocator().count_shared(device, bytes, /*allocated=*/true);

@@ -1,6 +1,6 @@
 #include "ops/DtypePolicy.h"
 
-#include "device/Lifecycle.h"
+#include "runtime/ForkSafety.h"
 
 #include <c10/util/Exception.h>
 
@@ -14,7 +14,7 @@ namespace {
 
 std::atomic<Float64Policy> g_policy{Float64Policy::kError};
 std::mutex g_mutex;
-[[maybe_unused]] const bool g_mutex_fork_safe = (hold_across_fork(g_mutex), true);
+[[maybe_unused]] const bool g_mutex_fork_safe = (rt::hold_across_fork(g_mutex), true);
 // Replaced whole on reconfiguration, so readers need no lock past the pointer copy.
 std::shared_ptr<const std::unordered_set<std::string>> g_exempt =
     std::make_shared<const std::unordered_set<std::string>>();

@@ -19,7 +19,7 @@ std::vector<KernelRecord> g_last_session;  // the last finished session's
 
 // torch.profiler pushes the id of each CPU op it records on the thread that runs it; a kernel runs
 // on the issuing thread, or on a stream's worker that pushes the id the issuing thread had (see
-// device/ExecutionQueue.h), so the innermost id is the op that launched the kernel.
+// runtime/Execution.h), so the innermost id is the op that launched the kernel.
 thread_local std::vector<uint64_t> t_correlation;
 
 struct OpenRange {

@@ -39,7 +39,7 @@ void record_memory_event(MemoryAction action, int device, const void* address, s
 }
 
 namespace {
-// A device worker (device/ExecutionQueue.h) runs no Python and must not take the GIL, which the
+// A device worker (runtime/Execution.h) runs no Python and must not take the GIL, which the
 // thread waiting for it may hold.
 thread_local bool t_without_python_frames = false;
 }  // namespace

@@ -1,4 +1,4 @@
-// torchneuron._C's fused-eager functions (csrc/aten/FusedChain.h): the configuration, and the
+// torchneuron._C's fused-eager functions (csrc/compile/FusedChain.h): the configuration, and the
 // compile thread's side of the request queue (torchneuron/fusion/queue_feeder.py). Bound by
 // Module.cpp's PYBIND11_MODULE.
 #include "python/FusionBindings.h"
@@ -78,7 +78,6 @@ py::object request_object(const fusion::Request& r) {
 
 void bind_fusion(py::module& m) {
   m.def("_fusion_configure", &fusion::configure);
-  m.def("_fusion_enabled", &fusion::enabled);
   m.def("_fusion_holding", &fusion::holding);
   // Blocks (without the GIL) until a chain is hot; None after `timeout_ms` (< 0: no timeout).
   m.def("_fusion_next_request", [](int timeout_ms) -> py::object {

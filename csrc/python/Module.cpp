@@ -9,7 +9,7 @@
 #include "compile/CompileAllocation.h"
 #include "compile/KernelLaunch.h"
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
@@ -164,15 +164,12 @@ PYBIND11_MODULE(_C, m) {
   // Waits release the GIL: queued work never needs it, but other Python threads may run.
   m.def("_synchronize", [](int d) {
     tn::check_device(static_cast<c10::DeviceIndex>(d));
-    {
-      py::gil_scoped_release no_gil;
-      tn::exec::synchronize_device(static_cast<c10::DeviceIndex>(d));
-    }
-    tn::rt::synchronize(d);
+    py::gil_scoped_release no_gil;
+    tn::launch::synchronize_device(static_cast<c10::DeviceIndex>(d));
   });
-  m.def("_settle", &tn::exec::settle, py::call_guard<py::gil_scoped_release>());
+  m.def("_settle", &tn::launch::settle, py::call_guard<py::gil_scoped_release>());
   // Every wait for queued work, wherever in C++ it happens, releases the GIL if it is held.
-  tn::exec::set_wait_wrapper([](void (*wait)(void*), void* context) {
+  tn::rt::set_wait_wrapper([](void (*wait)(void*), void* context) {
     if (Py_IsInitialized() && PyGILState_Check()) {
       py::gil_scoped_release no_gil;
       wait(context);
@@ -180,18 +177,28 @@ PYBIND11_MODULE(_C, m) {
       wait(context);
     }
   });
-  m.def("_configure_execution", &tn::exec::configure);
+  // The eager mode ("sync", "async" or "fused"), set once by the configuration.
+  m.def("_configure_execution", [](const std::string& mode, bool launch_blocking) {
+    using tn::launch::EagerMode;
+    for (EagerMode m : {EagerMode::kSync, EagerMode::kAsync, EagerMode::kFused}) {
+      if (mode == tn::launch::mode_name(m)) return tn::launch::configure(m, launch_blocking);
+    }
+    TORCH_CHECK_VALUE(false, "neuron: unknown eager mode '", mode, "'");
+  }, py::call_guard<py::gil_scoped_release>());
   tn::bind_fusion(m);
-  m.def("_execution_mode", [] { return tn::exec::async_mode() ? "async" : "sync"; });
-  m.def("_launch_blocking", &tn::exec::launch_blocking);
-  m.def("_device_idle", &tn::exec::idle);
-  m.def("_queued_items", &tn::exec::queued_items);
+  m.def("_configured_eager_mode", [] {
+    return tn::launch::mode_name(tn::launch::configured_mode());
+  });
+  m.def("_eager_mode", [] { return tn::launch::mode_name(tn::launch::effective_mode()); });
+  m.def("_launch_blocking", &tn::launch::launch_blocking);
+  m.def("_device_idle", &tn::launch::idle);
+  m.def("_queued_items", &tn::launch::queued_items);
   // torch.neuron._sleep(cycles), as torch.cuda._sleep: work on the current stream that keeps the
   // device busy for about `cycles` nanoseconds (cycles of a 1 GHz clock); tests use it to have
   // work still running. Synchronous execution spins on the caller.
   m.def("_sleep", [](int64_t cycles) {
     const c10::DeviceIndex device = tn::current_device();
-    tn::exec::enqueue(tn::exec::current_stream(device), "neuron::_sleep", [cycles] {
+    tn::launch::enqueue(tn::launch::current_stream(device), "neuron::_sleep", [cycles] {
       const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(cycles);
       while (std::chrono::steady_clock::now() < until) {
       }

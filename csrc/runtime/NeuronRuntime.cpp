@@ -3,6 +3,8 @@
 // fails at the same point it would on the chip.
 #include "NeuronRuntime.h"
 
+#include "runtime/Execution.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -114,7 +116,8 @@ void set_lazy_configurator(void (*fn)()) { g_configurator.store(fn); }
 bool configured() { return g_configured; }
 
 Capabilities capabilities() {
-  return Capabilities{/*host_addressable_memory=*/true, /*name=*/"software NeuronCore"};
+  return Capabilities{/*host_addressable_memory=*/true, /*queued_execution=*/true,
+                      /*name=*/"software NeuronCore"};
 }
 
 int device_count() {
@@ -262,7 +265,10 @@ void memcpy(void* dst, const void* src, std::size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
-void synchronize(int device) { check_device(device); }
+void synchronize(int device) {
+  check_device(device);
+  synchronize_device(device);
+}
 
 std::int64_t clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

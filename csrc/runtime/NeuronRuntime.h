@@ -1,6 +1,7 @@
 // The hardware seam. Everything above this header talks to a NeuronCore only through these
-// calls; the software NeuronCore in NeuronRuntime.cpp implements them on host memory, and a
-// real-hardware runtime would implement the same calls on the chip's driver.
+// calls and those of Execution.h (streams, markers, errors of queued work); the software
+// NeuronCore (NeuronRuntime.cpp, Execution.cpp) implements them on host memory and host
+// threads, and a real-hardware runtime would implement the same calls on the chip's driver.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,10 @@ struct Capabilities {
   // gloo's zero-copy collectives all rely on it. True for the software NeuronCore (its HBM is a
   // host-memory arena); a Trainium runtime would say false and move bytes with memcpy only.
   bool host_addressable_memory;
+  // Work queued on a stream runs later, in order, on the device (Execution.h), and the caller's
+  // thread returns at once. True for the software NeuronCore (a worker thread per stream); a
+  // runtime without queues would say false and the layer above would run every op in place.
+  bool queued_execution;
   // The runtime's name, for error messages.
   const char* name;
 };
@@ -79,8 +84,8 @@ std::size_t backing_memory_available();
 // Host <-> device and device <-> device transfers.
 void memcpy(void* dst, const void* src, std::size_t bytes);
 
-// Kernels on the software NeuronCore run to completion on the issuing thread, so a device is
-// idle whenever control returns to the caller; a hardware runtime would block here.
+// Waits until every stream of `device` ran its work and raises the first error that work raised
+// (Execution.h's synchronize_device).
 void synchronize(int device);
 
 // Monotonic device clock in nanoseconds (event timestamps).

@@ -10,8 +10,12 @@ CSRC = pathlib.Path(__file__).resolve().parents[2] / "csrc"
 
 # Bottom-up. compile and distributed are siblings: neither includes the other.
 # profiler: the kernel-activity and memory-history recorders, which device/ and aten/ call.
-RANK = {"runtime": 0, "profiler": 1, "device": 2, "aten": 3, "ops": 4, "compile": 5,
-        "distributed": 5, "python": 6}
+# launch: the launch decision (aten/Launch.*), a layer of its own below the C++ core although it
+# lives in csrc/aten: every op's inline / queued / held decision over the runtime's streams,
+# which the allocator, the guard and the kernels ask.
+RANK = {"runtime": 0, "profiler": 1, "launch": 1.5, "device": 2, "aten": 3, "ops": 4,
+        "compile": 5, "distributed": 5, "python": 6}
+LAUNCH_FILES = ("aten/Launch.h", "aten/Launch.cpp")
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 
 
@@ -20,7 +24,11 @@ def sources():
 
 
 def layer_of(path: pathlib.Path) -> str:
-    return path.relative_to(CSRC).parts[0]
+    return layer_of_header(str(path.relative_to(CSRC)))
+
+
+def layer_of_header(header: str) -> str:
+    return "launch" if header in LAUNCH_FILES else header.split("/")[0]
 
 
 def test_every_source_lives_in_a_layer_folder():
@@ -35,7 +43,7 @@ def test_includes_point_down(path):
         if "/" not in header:  # the seam's own header, included by its folder-local name
             assert layer == "runtime", f"{path.name} includes {header} without its layer folder"
             continue
-        target = header.split("/")[0]
+        target = layer_of_header(header)
         assert target in RANK, f"{path.name} includes {header} from no layer"
         assert target == layer or RANK[target] < RANK[layer], (
             f"{path.relative_to(CSRC)} ({layer}) includes {header} ({target}), a layer above or "

@@ -413,7 +413,7 @@ def check_threads_see_their_own_streams():
         torch.testing.assert_close(results[i], (x @ x) * i)
 
 
-MAX_QUEUED = 1024  # csrc/device/ExecutionQueue.h kMaxQueued, as CUDA's launch queue
+MAX_QUEUED = 1024  # csrc/runtime/Execution.h kMaxQueued, as CUDA's launch queue
 
 
 def queue_once(ops):

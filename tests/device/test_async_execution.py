@@ -1,4 +1,4 @@
-"""Asynchronous execution (NEURON_EAGER_MODE=async, csrc/device/ExecutionQueue.h): one process
+"""Asynchronous execution (NEURON_EAGER_MODE=async, csrc/runtime/Execution.h, csrc/aten/Launch.h): one process
 runs every check of async_checks.py with the mode set (the mode is per process, read at the first
 device use), and each test reads its check's outcome. The launch-blocking and configuration
 checks start their own processes."""

@@ -17,7 +17,7 @@ SUBMODULES = ("memory", "streams", "random", "properties", "monitoring")
 # The public names of torch.neuron before the split into submodules; none may go missing.
 PUBLIC_NAMES = {
     "is_available", "is_initialized", "init", "device_count", "current_device", "set_device",
-    "synchronize", "device", "device_of",
+    "synchronize", "eager_mode", "device", "device_of",
     "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "empty_cache", "mem_get_info",

@@ -94,7 +94,7 @@ sums = []
 for _ in range(3):
     an = a.to("neuron")
     sums.append(torch.ops.{NAMESPACE}.read_sum(an @ an).item())
-print("mode", torchneuron._C._execution_mode(), "expected", expected, "sums", sums)
+print("mode", torchneuron._C._eager_mode(), "expected", expected, "sums", sums)
 print("EQUAL" if all(abs(s - expected) <= 1e-6 * expected for s in sums) else "DIFFERENT")
 """
 

@@ -346,7 +346,7 @@ def held_memory_is_bounded():
 def main() -> None:
     torch.manual_seed(0)
     assert torchneuron.runtime.execution.mode() == "fused", torchneuron.runtime.execution.mode()
-    # Above the size a lone op runs inline at when the device is idle (exec::kInlineBytes), so
+    # Above the size a lone op runs inline at when the device is idle (launch::kInlineBytes, csrc/aten/Launch.h), so
     # that the ops are queued, and so held.
     x, y = torch.randn(128, 1024), torch.randn(128, 1024)
     cases = {

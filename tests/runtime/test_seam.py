@@ -1,6 +1,7 @@
-"""The runtime seam's own C++ tests (tests/runtime/seam_test.cpp): the seam is built alone, with
-the C++ standard library only, as DESIGN.md's layer table requires, and its allocation,
-capacity, copies and clock are checked without PyTorch in the process."""
+"""The runtime seam's own C++ tests: the seam is built alone, with the C++ standard library only,
+as the layer table in docs/architecture.md requires, and checked without PyTorch in the process:
+its allocation, capacity, copies and clock (tests/runtime/seam_test.cpp), and its execution:
+streams, markers, clocks, errors of queued work (tests/runtime/execution_test.cpp)."""
 
 import pathlib
 import shutil
@@ -12,23 +13,20 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEAM = ROOT / "csrc" / "runtime"
 
 
-@pytest.fixture(scope="module")
-def seam_binary(tmp_path_factory):
+@pytest.mark.parametrize("test", ["seam_test.cpp", "execution_test.cpp"])
+def test_seam_cpp_checks_pass(test, tmp_path):
     compiler = shutil.which("c++") or shutil.which("g++")
     if compiler is None:
         pytest.fail("no C++ compiler on PATH; the seam tests need one (the extension does too)")
-    out = tmp_path_factory.mktemp("seam") / "seam_test"
+    binary = tmp_path / test.removesuffix(".cpp")
     # -I csrc only: an include of anything but the standard library and the seam fails to build.
-    subprocess.run(
+    build = subprocess.run(
         [compiler, "-std=c++20", "-O1", "-Wall", "-Werror", "-pthread", f"-I{ROOT / 'csrc'}",
-         str(ROOT / "tests" / "runtime" / "seam_test.cpp"), str(SEAM / "NeuronRuntime.cpp"),
-         "-o", str(out)],
-        check=True, capture_output=True, text=True)
-    return out
-
-
-def test_seam_cpp_checks_pass(seam_binary):
-    run = subprocess.run([str(seam_binary)], capture_output=True, text=True, timeout=60)
+         str(ROOT / "tests" / "runtime" / test), *map(str, sorted(SEAM.glob("*.cpp"))),
+         "-o", str(binary)],
+        capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+    run = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert ", 0 failed" in run.stdout
 

@@ -23,7 +23,7 @@ from .streams import *  # noqa: F403
 # The submodules themselves stay out of __all__: a star import would otherwise bind `random`
 # over the standard library's.
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
-           "set_device", "synchronize", "device", "device_of", "ipc_collect",
+           "set_device", "synchronize", "eager_mode", "device", "device_of", "ipc_collect",
            *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
            *streams.__all__, *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES]
 
@@ -94,6 +94,17 @@ def set_device(device: _device_t) -> None:
 
 def synchronize(device: _device_t = None) -> None:
     _C._synchronize(_device_index(device))
+
+
+def eager_mode() -> str:
+    """How ops on neuron execute now: "sync" (each op completes before its call returns),
+    "async" (queued on the current stream; errors surface at the next synchronization) or
+    "fused" (async, with hot chains of pointwise ops run as one generated kernel). The configured
+    NEURON_EAGER_MODE with the run-time settings applied: NEURON_LAUNCH_BLOCKING=1 makes it
+    "sync", torch.use_deterministic_algorithms(True) makes fused mode "async"."""
+    from ..runtime import execution
+
+    return execution.eager_mode()
 
 
 def _sleep(cycles: int) -> None:

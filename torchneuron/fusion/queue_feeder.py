@@ -39,10 +39,10 @@ def reduction_names() -> list[str]:
 
 
 def configure(eager_mode: str, hot: int) -> None:
-    """Called with the configuration: turns holding on in fused mode and starts the thread."""
-    fused = eager_mode == "fused"
-    _C._fusion_configure(fused, hot, reduction_names(), runtime_scalars.configured_names())
-    if fused:
+    """Called with the configuration in fused mode (the eager mode itself is set in the launch
+    decision, csrc/aten/Launch.h): what chains may hold, and the compile thread."""
+    _C._fusion_configure(hot, reduction_names(), runtime_scalars.configured_names())
+    if eager_mode == "fused":
         start()
 
 

@@ -75,7 +75,7 @@ class Config:
     compile_gemm: str = "onednn"
     oom_snapshot: str | None = None
     kernel_mode: str = "fast"
-    eager_mode: str = "sync"
+    eager_mode: str = "async"
     launch_blocking: bool = False
     fusion_hot: int = 20
     rng: str = "device"

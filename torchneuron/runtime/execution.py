@@ -1,8 +1,9 @@
-"""How eager ops execute on neuron (csrc/device/ExecutionQueue.h): queued per stream and run by the
-device's workers (NEURON_EAGER_MODE=async, the default), the same with hot chains of pointwise
-ops fused into one kernel (fused; csrc/aten/FusedChain.h), or synchronously (sync). This module
-is the Python side: the mode a process runs in, and the few places above the C++ core that must
-wait for queued work before they touch device memory themselves."""
+"""How eager ops execute on neuron: queued per stream and run by the runtime's stream workers
+(NEURON_EAGER_MODE=async, the default; csrc/runtime/Execution.h), the same with hot chains of
+pointwise ops fused into one kernel (fused; csrc/compile/FusedChain.h), or synchronously (sync);
+csrc/aten/Launch.h decides for each op. This module is the Python side: the mode a process runs
+in, and the few places above the C++ core that must wait for queued work before they touch
+device memory themselves."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ from . import device_state
 
 
 def mode() -> str:
-    """"sync", "async" or "fused": the mode of this process (NEURON_EAGER_MODE, read with the
-    rest of the configuration)."""
+    """"sync", "async" or "fused": the configured mode of this process (NEURON_EAGER_MODE, read
+    with the rest of the configuration)."""
     device_state.configure()
-    queued = _C._execution_mode()
-    return "fused" if queued == "async" and _C._fusion_enabled() else queued
+    return _C._configured_eager_mode()
+
+
+def eager_mode() -> str:
+    """"sync", "async" or "fused": the mode ops run in now, the run-time settings applied to the
+    configured one: "sync" under NEURON_LAUNCH_BLOCKING=1, "async" for fused mode while
+    torch.use_deterministic_algorithms is on (fused chains are not held then)."""
+    device_state.configure()
+    return _C._eager_mode()
 
 
 def configure_fusion(config) -> None:

@@ -124,7 +124,7 @@ at::Tensor run_cpu_stub(Arith op, at::Tensor out, const Operands& ops, const c10
   const at::Tensor& other = *ops.other;
   const at::Tensor& on_device = self.is_privateuseone() ? self : other;
   profiler::KernelActivityScope activity(kNames[static_cast<int>(op)], on_device.device().index());
-  exec::InlineScope in_place;  // the iterator's allocations and casts run here, in order
+  launch::InlineScope in_place;  // the iterator's allocations and casts run here, in order
   // Two operands of one dense layout: the iterator would give the result that layout; allocated
   // here, without the dispatcher's empty_strided call the iterator would make.
   bool fresh_out = false;

@@ -6,7 +6,7 @@
 
 #include "aten/Float64Gate.h"
 #include "aten/HostAccess.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
@@ -17,16 +17,17 @@
 namespace torchneuron {
 
 // A fast path runs on the calling thread: only when the runtime's memory is host-addressable and
-// the op may run inline now (always when execution is synchronous; when asynchronous, a small op
-// on an idle device). Every other case goes to the fallback, which queues it.
+// the launch decision (aten/Launch.h) runs the op inline. Every other case goes to the fallback,
+// which queues or holds it.
 inline bool fast_path_now(std::initializer_list<const at::Tensor*> operands) {
   if (!host_addressable()) return false;
-  if (!exec::queuing()) return true;  // synchronous: no operand sizes to weigh on the hot path
   std::size_t largest = 0;
-  for (const at::Tensor* t : operands) {
-    if (t->defined()) largest = std::max<std::size_t>(largest, t->numel() * t->itemsize());
+  if (launch::queuing()) {  // synchronous: no operand sizes to weigh on the hot path
+    for (const at::Tensor* t : operands) {
+      if (t->defined()) largest = std::max<std::size_t>(largest, t->numel() * t->itemsize());
+    }
   }
-  return exec::run_inline(largest);
+  return launch::decide(launch::Work::kOp, largest) == launch::Launch::kInline;
 }
 
 // Every operand a defined, strided neuron tensor, all on one device and of one dtype that a

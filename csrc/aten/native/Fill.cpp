@@ -56,7 +56,7 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
     at::_ops::fill__Scalar::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), alias, value);
     return self;
   }
-  exec::InlineScope in_place;
+  launch::InlineScope in_place;
   auto iter = at::TensorIteratorConfig()
                   .set_check_mem_overlap(false)  // filling is idempotent, as on the CPU
                   .check_all_same_dtype(false)

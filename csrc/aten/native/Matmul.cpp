@@ -41,7 +41,7 @@ at::Tensor new_result(c10::IntArrayRef sizes, const at::Tensor& like) {
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (blas_takes({&self, &mat2, &out})) {
     return profiler::run_recorded("aten::mm", {&self, &mat2}, [&]() -> decltype(auto) {
-      exec::InlineScope in_place;  // its nested copy_/resize_ run here, in order
+      launch::InlineScope in_place;  // its nested copy_/resize_ run here, in order
       return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
     });
   }
@@ -53,7 +53,7 @@ at::Tensor mm(const at::Tensor& self, const at::Tensor& mat2) {
   if (blas_takes({&self, &mat2}) && self.dim() == 2 && mat2.dim() == 2) {
     at::Tensor out = new_result({self.size(0), mat2.size(1)}, self);
     return profiler::run_recorded("aten::mm", {&self, &mat2}, [&]() -> decltype(auto) {
-      exec::InlineScope in_place;  // its nested copy_/resize_ run here, in order
+      launch::InlineScope in_place;  // its nested copy_/resize_ run here, in order
       return at::_ops::mm_out::redispatch(kCpuKernel, self, mat2, out);
     });
   }
@@ -64,7 +64,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
   if (blas_takes({&self, &mat1, &mat2, &out})) {
     return profiler::run_recorded("aten::addmm", {&self, &mat1, &mat2}, [&]() -> decltype(auto) {
-      exec::InlineScope in_place;  // its nested copy_/resize_ run here, in order
+      launch::InlineScope in_place;  // its nested copy_/resize_ run here, in order
       return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
     });
   }
@@ -77,7 +77,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
   if (blas_takes({&self, &mat1, &mat2}) && mat1.dim() == 2 && mat2.dim() == 2) {
     at::Tensor out = new_result({mat1.size(0), mat2.size(1)}, mat1);
     return profiler::run_recorded("aten::addmm", {&self, &mat1, &mat2}, [&]() -> decltype(auto) {
-      exec::InlineScope in_place;  // its nested copy_/resize_ run here, in order
+      launch::InlineScope in_place;  // its nested copy_/resize_ run here, in order
       return at::_ops::addmm_out::redispatch(kCpuKernel, self, mat1, mat2, beta, alpha, out);
     });
   }
@@ -87,7 +87,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tenso
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   if (blas_takes({&self, &mat2, &out})) {
     return profiler::run_recorded("aten::bmm", {&self, &mat2}, [&]() -> decltype(auto) {
-      exec::InlineScope in_place;  // its nested copy_/resize_ run here, in order
+      launch::InlineScope in_place;  // its nested copy_/resize_ run here, in order
       return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
     });
   }
@@ -99,7 +99,7 @@ at::Tensor bmm(const at::Tensor& self, const at::Tensor& mat2) {
   if (blas_takes({&self, &mat2}) && self.dim() == 3 && mat2.dim() == 3) {
     at::Tensor out = new_result({self.size(0), self.size(1), mat2.size(2)}, self);
     return profiler::run_recorded("aten::bmm", {&self, &mat2}, [&]() -> decltype(auto) {
-      exec::InlineScope in_place;  // its nested copy_/resize_ run here, in order
+      launch::InlineScope in_place;  // its nested copy_/resize_ run here, in order
       return at::_ops::bmm_out::redispatch(kCpuKernel, self, mat2, out);
     });
   }

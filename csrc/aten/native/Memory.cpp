@@ -6,7 +6,7 @@
 #include "aten/HostAccess.h"
 #include "aten/native/FastPath.h"
 #include "device/CurrentDevice.h"
-#include "device/ExecutionQueue.h"
+#include "aten/Launch.h"
 #include "device/NeuronAllocator.h"
 #include "profiler/KernelActivity.h"
 #include "runtime/NeuronRuntime.h"
@@ -121,7 +121,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                       at::detail::computeStorageNbytesContiguous(
                           *sizes, self.dtype().itemsize(), self.storage_offset()) <=
                           self.storage().nbytes();
-    if (!fits) exec::settle();
+    if (!fits) launch::settle();
   }
   return at::cpu::resize__symint(self, size, memory_format);
 }
@@ -188,7 +188,7 @@ at::Tensor copy_now(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   if (self.dtype() == dst.dtype() && self.sizes().equals(dst.sizes()) &&
       self.is_contiguous() && dst.is_contiguous() && self.is_conj() == dst.is_conj() &&
       self.is_neg() == dst.is_neg() && !self.storage().is_alias_of(dst.storage())) {
-    exec::settle();  // the runtime's copy waits for queued work, then moves the bytes
+    launch::settle();  // the runtime's copy waits for queued work, then moves the bytes
     rt::memcpy(dst.mutable_data_ptr(), self.const_data_ptr(), self.nbytes());
     return dst;
   }
@@ -196,8 +196,8 @@ at::Tensor copy_now(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
               "neuron supports strided tensors only, got a copy from ", self.layout(), " to ",
               dst.layout());
   if (copy_runs_on_device_tensors(self, dst)) {
-    exec::settle();
-    exec::InlineScope in_place;
+    launch::settle();
+    launch::InlineScope in_place;
     // The CPU's copy_ past its early exits: the same iterator (its overlap checks included) and
     // the CPU's copy kernel, which converts dtypes as it copies.
     auto iter = at::TensorIteratorConfig()
@@ -248,14 +248,15 @@ bool copy_can_queue(const at::Tensor& src, const at::Tensor& dst, bool non_block
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& on_device = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
   const std::size_t bytes = std::max(self.nbytes(), dst.nbytes());
-  if (!exec::run_inline(bytes) && copy_can_queue(self, dst, non_blocking)) {
+  if (launch::decide(launch::Work::kCopy, bytes) != launch::Launch::kInline &&
+      copy_can_queue(self, dst, non_blocking)) {
     // Snapshots: the copy reads and writes the tensors as they are now.
     auto snapshot = [](const at::Tensor& t) {
       return t.device().type() == c10::DeviceType::PrivateUse1 ? make_neuron_tensor(t.storage(), t)
                                                                : t;
     };
     const c10::DeviceIndex device = on_device.device().index();
-    exec::enqueue(exec::current_stream(device), memcpy_name(self, dst),
+    launch::enqueue(launch::current_stream(device), memcpy_name(self, dst),
                   [src = snapshot(self), out = snapshot(dst), non_blocking] {
                     copy_now(src, out, non_blocking);
                   });
@@ -271,7 +272,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 // `.item()`: the element's bytes come to the host through the seam, after queued work.
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
-  exec::settle();
+  launch::settle();
   c10::Scalar r;
   AT_DISPATCH_V2(
       self.scalar_type(), "_local_scalar_dense_neuron",

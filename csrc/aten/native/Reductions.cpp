@@ -57,7 +57,7 @@ at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool kee
     return call_through_fallback("aten::sum", "dim_IntList", self, dim, keepdim, dtype);
   }
   return profiler::run_recorded("aten::sum", {&self}, [&]() -> at::Tensor {
-    exec::InlineScope in_place;  // the iterator's nested calls run here, in order
+    launch::InlineScope in_place;  // the iterator's nested calls run here, in order
     const int64_t ndim = self.dim();
     const at::native::DimMask mask = at::native::make_dim_mask(dim, ndim);
     const at::DimVector shape = at::native::shape_from_dim_mask(self, mask, keepdim);
