@@ -21,9 +21,6 @@ NOT_OURS = {
     "tests/assets": "TorchTitan's asset folder, relative to the directory TorchTitan runs in "
                     "(tests/distributed/titan_assets.py builds it there)",
 }
-# The execution engine's C++ is being restructured (issue 42) in another worktree; until it
-# lands, its files may still be named where they were. Remove this once it has.
-IN_RESTRUCTURING = ("ExecutionQueue", "DeferredOp", "FusedChain", "KernelLaunch", "KernelScope")
 
 
 def tracked_files() -> list[str]:
@@ -98,8 +95,7 @@ def ignored_by_git(paths: list[str]) -> set[str]:
 
 
 def exempt(path: str) -> bool:
-    return any(path == folder or path.startswith(folder + "/") for folder in NOT_OURS) or \
-        (path.startswith("csrc/") and any(name in path for name in IN_RESTRUCTURING))
+    return any(path == folder or path.startswith(folder + "/") for folder in NOT_OURS)
 
 
 def missing_paths(files: list[str]) -> list[str]:

@@ -149,7 +149,8 @@ void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
         v = bridge->cpu();
       }
     } else if (v.isNone() && is_optional_generator(arguments[i])) {
-      // Random ops on neuron draw from the neuron device's generator, never the CPU's.
+      // Random ops on neuron draw from neuron's default generator: the device's own, or with
+      // NEURON_RNG=cpu the CPU's default generator itself (device/NeuronGenerator.h).
       bridge.emplace(default_generator(device));
       v = bridge->cpu();
     } else {

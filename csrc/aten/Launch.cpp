@@ -194,10 +194,9 @@ void synchronize_device(c10::DeviceIndex device) {
 }
 
 void settle() {
-  if (rt::on_worker_thread()) return;
   ++t_work_count;
-  flush_held(nullptr);
-  rt::synchronize_all();
+  flush_held(nullptr);    // nothing when nothing is held, and on a worker
+  rt::synchronize_all();  // free when nothing is queued, and a no-op on a worker
 }
 
 bool query_stream(const c10::Stream& stream) {

@@ -312,6 +312,8 @@ void synchronize_device(int device) {
 }
 
 void synchronize_all() {
+  // The common case first, cheapest: nothing queued, collected or kept (every host access asks).
+  if (idle() && !error_pending() && t_collected.pieces.empty()) return;
   if (t_worker) return;
   flush_collected();
   if (idle() && !error_pending()) return;

@@ -1,5 +1,5 @@
 """The runtime seam's own C++ tests: the seam is built alone, with the C++ standard library only,
-as the layer table in docs/architecture.md requires, and checked without PyTorch in the process:
+as the layer table in docs/how-it-works.md requires, and checked without PyTorch in the process:
 its allocation, capacity, copies and clock (tests/runtime/seam_test.cpp), and its execution:
 streams, markers, clocks, errors of queued work (tests/runtime/execution_test.cpp)."""
 

@@ -1,5 +1,5 @@
 """Fused eager's compile thread (NEURON_EAGER_MODE=fused). The execution queue holds consecutive
-pointwise ops back and counts each chain's signature (csrc/aten/FusedChain.h); when one is hot it
+pointwise ops back and counts each chain's signature (csrc/compile/FusedChain.h); when one is hot it
 describes the chain in a request. This thread waits for requests (without the GIL), builds the
 chain, compiles it for neuron with Inductor (compile_chain: from Inductor's disk cache when an
 earlier process compiled it) and records the generated wrapper's kernel calls, which the queue

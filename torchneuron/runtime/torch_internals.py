@@ -1529,6 +1529,12 @@ ENTRIES: tuple[Internal, ...] = (
          header("c10/core/Allocator.h", "SetAllocator(", "uint8_t priority"),
          symbols=("_ZN3c1012SetAllocatorENS_10DeviceTypeEPNS_9AllocatorEh",),
          covers=("c10::SetAllocator",)),
+    _cpp("at::detail::getDefaultCPUGenerator", ("NeuronGenerator.cpp",),
+         "NEURON_RNG=cpu: random ops on neuron draw from the CPU's default generator itself, so "
+         "a seeded port equals the CPU run bit for bit",
+         header("ATen/CPUGeneratorImpl.h", "TORCH_API const Generator& getDefaultCPUGenerator();"),
+         symbols=("_ZN2at6detail22getDefaultCPUGeneratorEv",),
+         covers=("at::detail::getDefaultCPUGenerator",)),
     _cpp("at::CPUGeneratorImpl::set_engine and mt19937 internals",
          ("NeuronGenerator.cpp", "NeuronGenerator.h"),
          "random ops run CPU kernels on a CPU generator whose mt19937 state is derived from "
@@ -1627,6 +1633,16 @@ ENTRIES: tuple[Internal, ...] = (
         header("c10/core/CachingDeviceAllocator.h", "struct C10_API DeviceAllocator",
                "struct DeviceStats", "getDeviceStats(", "resetPeakStats(", "getMemoryInfo("),
         covers=("c10::DeviceAllocator", "CachingDeviceAllocator::DeviceStats")),
+    _cpp("c10d::Timer and c10d::TimerRegistry (DDP's runtime statistics)", ("ReducerTimer.cpp",),
+         "DDP's Reducer asks c10d's TimerRegistry for a timer of the module's device type; "
+         "without one registered for PrivateUse1 a neuron module warns on every rank that "
+         "time stats are only for CPU and CUDA",
+         header("torch/csrc/distributed/c10d/reducer_timer.hpp", "class TORCH_API Timer",
+                "virtual void record(Event event)",
+                "virtual std::optional<int64_t> measureDifference(Event start, Event end) = 0",
+                "TimerRegistry"),
+         symbols=("_ZN4c10d13TimerRegistryEv",),
+         covers=("c10d::Timer", "c10d::TimerRegistry")),
     _cpp("c10d::Work (subclassed)", ("DistWork.cpp",),
          "NeuronWork and DeferredWork are c10d Works handed back to torch.distributed",
          header("torch/csrc/distributed/c10d/Work.hpp", "class TORCH_API Work",
