@@ -19,10 +19,28 @@ SWITCHES = {
 @pytest.fixture
 def flipped(request):
     module, name, value = SWITCHES[request.param]
+    if module is torch.backends.cudnn:
+        # Through cudnn.flags(), the one way that also works once PyTorch's own test utilities
+        # have frozen cudnn's global flags (their import calls disable_global_flags()); flags()
+        # resets every flag it is not given, so each is given its current value.
+        cudnn = torch.backends.cudnn
+        current = {"enabled": cudnn.enabled, "benchmark": cudnn.benchmark,
+                   "deterministic": cudnn.deterministic, "allow_tf32": cudnn.allow_tf32,
+                   "fp32_precision": cudnn.fp32_precision, name: value}
+        with cudnn.flags(**current):
+            yield module, name, value
+        return
     before = getattr(module, name)
     setattr(module, name, value)
     yield module, name, value
     setattr(module, name, before)
+
+
+def test_flags_are_flipped_even_when_frozen():
+    # The state the whole suite runs in once torch.testing._internal.common_utils is imported.
+    from torch.testing._internal import common_utils  # noqa: F401
+
+    assert torch.backends.flags_frozen()
 
 
 def _run(device):
