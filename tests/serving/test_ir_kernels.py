@@ -16,7 +16,7 @@ from vllm import ir  # noqa: E402
 from vllm.config.compilation import CompilationMode  # noqa: E402
 
 from torchneuron.serving import ir_kernels  # noqa: E402
-from torchneuron.serving.platform import NeuronPlatform  # noqa: E402
+from torchneuron.serving.neuron_platform import NeuronPlatform  # noqa: E402
 
 EPS = 1e-6
 KERNELS_FIRST = [ir_kernels.PROVIDER, "native"]

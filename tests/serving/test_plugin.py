@@ -87,7 +87,7 @@ def test_vllm_picks_neuron_unless_the_cpu_is_asked_for(monkeypatch):
     monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     assert resolve_current_platform_cls_qualname() == \
-        "torchneuron.serving.platform.NeuronPlatform"
+        "torchneuron.serving.neuron_platform.NeuronPlatform"
     monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
     assert resolve_current_platform_cls_qualname() == "vllm.platforms.cpu.CpuPlatform"
 
@@ -95,7 +95,7 @@ def test_vllm_picks_neuron_unless_the_cpu_is_asked_for(monkeypatch):
 def test_platform_refuses_what_neuron_cannot_run():
     pytest.importorskip("vllm")
     from torchneuron.serving.model_runner import NeuronModelRunner
-    from torchneuron.serving.platform import NeuronPlatform
+    from torchneuron.serving.neuron_platform import NeuronPlatform
 
     NeuronPlatform.check_if_supports_dtype(torch.float32)
     with pytest.raises(ValueError, match="torch.float64 is not supported on neuron"):

@@ -6,7 +6,7 @@ asked, and `VLLM_PLUGINS` (a list of plugin names) can leave this one out."""
 
 from __future__ import annotations
 
-PLATFORM_CLS = "torchneuron.serving.platform.NeuronPlatform"
+PLATFORM_CLS = "torchneuron.serving.neuron_platform.NeuronPlatform"
 
 
 def register() -> str | None:
