@@ -158,17 +158,29 @@ def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: f
     return "\n".join(lines).rstrip() + "\n"
 
 
+def dirty_refusal(commit: str, out: pathlib.Path) -> str | None:
+    """Why the published page may not be written now, or None: it names the commit it measured,
+    so it is written from a clean one only (another --out, a scratch page, may be dirty)."""
+    if out.resolve() == OUT.resolve() and commit.endswith("-dirty"):
+        return (f"{OUT.relative_to(ROOT)} is written from a clean commit only ({commit}): commit "
+                f"or stash the changes first, or write elsewhere with --out")
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
     args = parser.parse_args()
+    host = machine()
+    refusal = dirty_refusal(host["torchneuron commit"], args.out)
+    if refusal:
+        raise SystemExit(refusal)
     if not_in_runs():
         print(f"warning: not in run_all.RUNS, so not run: {', '.join(not_in_runs())}",
               file=sys.stderr)
     skipped = without_environment()
     for r in skipped:
         print(f"warning: {not_run_line(r)}", file=sys.stderr)
-    host = machine()
     start = time.monotonic()
     outputs = [(r, *run(r)) for r in RUNS if r not in skipped]
     args.out.write_text(render(host, outputs, time.monotonic() - start, skipped))

@@ -209,3 +209,11 @@ def test_performance_page_has_the_machine_and_every_benchmark():
         assert f"## benchmarks/{script}" in text or any(
             run_all.not_run_line(r) in text for r in run_all.RUNS if r.script == script
             and r.python), f"docs/performance.md lacks {script}"
+
+
+def test_the_published_page_is_never_written_from_a_dirty_tree(tmp_path):
+    run_all = load_run_all()
+    refusal = run_all.dirty_refusal("a61556e-dirty", run_all.OUT)
+    assert refusal and "clean commit" in refusal and "a61556e-dirty" in refusal
+    assert run_all.dirty_refusal("a61556e", run_all.OUT) is None
+    assert run_all.dirty_refusal("a61556e-dirty", tmp_path / "scratch.md") is None
