@@ -306,6 +306,7 @@ void synchronize_stream(StreamRef stream) {
 }
 
 void synchronize_device(int device) {
+  check_device_index(device);
   flush_collected();
   for (StreamQueue* q : queues_of(device)) wait_drained(q);
   raise_pending_error(device);

@@ -98,7 +98,8 @@ struct StreamClock {
 const StreamClock* stream_clock(StreamRef stream);
 
 // Waits until the stream (every stream of the device; every stream) ran its work, then raises
-// the device's kept error, if any (every device's, for the last). Not on a worker.
+// the device's kept error, if any (every device's, for the last). Not on a worker. A device
+// index out of range raises std::out_of_range. The one entry point to synchronize a device.
 void synchronize_stream(StreamRef stream);
 void synchronize_device(int device);
 void synchronize_all();

@@ -265,11 +265,6 @@ void memcpy(void* dst, const void* src, std::size_t bytes) {
   if (bytes != 0) std::memcpy(dst, src, bytes);
 }
 
-void synchronize(int device) {
-  check_device(device);
-  synchronize_device(device);
-}
-
 std::int64_t clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

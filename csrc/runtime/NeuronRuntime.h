@@ -84,10 +84,6 @@ std::size_t backing_memory_available();
 // Host <-> device and device <-> device transfers.
 void memcpy(void* dst, const void* src, std::size_t bytes);
 
-// Waits until every stream of `device` ran its work and raises the first error that work raised
-// (Execution.h's synchronize_device).
-void synchronize(int device);
-
 // Monotonic device clock in nanoseconds (event timestamps).
 std::int64_t clock_ns();
 

@@ -1,6 +1,7 @@
 // C++ tests of the runtime seam alone (csrc/runtime/NeuronRuntime.h), built against nothing but
 // the C++ standard library, as the seam may include nothing else. tests/runtime/test_seam.py
 // compiles and runs this file; each failed check prints its line and the run exits 1.
+#include "runtime/Execution.h"
 #include "runtime/NeuronRuntime.h"
 
 #include <atomic>
@@ -156,8 +157,8 @@ void clock_and_synchronize() {
     last = now;
   }
   CHECK(monotonic);
-  rt::synchronize(0);
-  CHECK(throws<std::out_of_range>([] { rt::synchronize(2); }));
+  rt::synchronize_device(0);  // the one entry point (runtime/Execution.h)
+  CHECK(throws<std::out_of_range>([] { rt::synchronize_device(-1); }));
 }
 
 void backing_memory() {
