@@ -1,9 +1,9 @@
 #include "aten/DeferredOp.h"
 
+#include "aten/CallArguments.h"
 #include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
 #include "aten/IValueTensors.h"
-#include "aten/SignatureKey.h"
 #include "aten/Launch.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
@@ -85,345 +85,11 @@ bool schema_deferrable(const c10::OperatorHandle& op) {
   return true;
 }
 
-// What a result is, in terms of the arguments: recorded once per call signature from the meta
-// call's results, and replayed for later calls with the same signature (a training loop calls
-// the same ops on the same shapes every step; the meta call, in Python for many ops, is then
-// skipped).
-struct OutTensor {
-  enum Kind : std::uint8_t { kUndefined, kArgument, kView, kFresh } kind = kUndefined;
-  int index = 0;  // the argument tensor (kArgument), argument storage (kView) or fresh storage
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-  c10::SmallVector<int64_t, 5> sizes, strides;
-  int64_t offset = 0;
-  bool conj = false, neg = false;
-};
-struct ReturnSlot {
-  enum Kind : std::uint8_t { kTensor, kList, kNone } kind;
-  int count;  // tensors it takes from `outs`
-};
-struct Recipe {
-  std::vector<ReturnSlot> returns;
-  std::vector<OutTensor> outs;
-  std::vector<std::size_t> fresh_nbytes;
-  bool queue = true;  // false: the CPU kernel disagreed with the meta function; run it now
-  // Not empty: the call only sizes empty out= arguments (argument tensor, contiguous sizes), as
-  // a composite op passing `at::empty({0})` to its out= form does (abs): they are resized at the
-  // call and the call is then queued as an ordinary out= call.
-  std::vector<std::pair<std::size_t, std::vector<int64_t>>> resize;
-};
-
 constexpr std::size_t kMaxRecipes = 1 << 16;
 std::mutex g_recipes_mutex;
 std::unordered_map<std::string, std::shared_ptr<const Recipe>>& recipes() {
   static auto* map = new std::unordered_map<std::string, std::shared_ptr<const Recipe>>();
   return *map;
-}
-
-struct Result;
-
-// The arguments as the meta call sees them and as the worker will: per neuron tensor a meta
-// tensor and a snapshot (its metadata now), one of each per tensor and one meta storage per
-// neuron storage, so that identity and aliasing between arguments carry over. Visiting them
-// also writes the call's signature (everything a result's metadata can depend on).
-class Arguments {
- public:
-  bool ok = true;  // false: an argument the queue cannot take
-  // False: floats are written by their type only (see defer_op).
-  bool float_values = true;
-
-  // Appends `v` to the signature, registering its tensors; false when it cannot be described.
-  bool visit(const c10::IValue& v, std::string& key) {
-    if (v.isTensor()) {
-      visit_tensor(v.toTensor(), key);
-    } else if (!float_values && put_number_type(key, v)) {  // one recipe for every value
-    } else if (put_scalar(key, v)) {  // a plain value: written
-    } else if (v.isDevice()) {
-      key += 'D';
-      put(key, static_cast<int8_t>(v.toDevice().type()));
-      put(key, v.toDevice().index());
-    } else if (v.isGenerator()) {
-      key += 'G';
-    } else if (v.isTensorList()) {
-      key += 'L';
-      put(key, v.toTensorList().size());
-      for (const at::Tensor& t : v.toTensorList()) visit_tensor(t, key);
-    } else if (v.isList()) {
-      key += '[';
-      put(key, v.toListRef().size());
-      for (const c10::IValue& e : v.toListRef()) {
-        if (!visit(e, key)) return false;
-      }
-    } else {
-      return false;  // symbolic values, objects: not queued
-    }
-    return ok;
-  }
-
-  at::Tensor meta_of(const at::Tensor& t) {
-    if (!t.defined()) return t;
-    if (t.device().type() != c10::DeviceType::PrivateUse1) return snapshot_of(t);
-    TensorEntry& e = tensors_[find_tensor(t)];
-    if (!e.meta.defined()) {
-      StorageEntry& s = storages_[e.storage];
-      if (!s.meta) {
-        s.meta = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-            c10::StorageImpl::use_byte_size_t(), s.neuron.nbytes(),
-            c10::DataPtr(nullptr, c10::Device(c10::kMeta)), c10::GetAllocator(c10::kMeta),
-            /*resizable=*/true));
-      }
-      e.meta = tensor_over(s.meta, c10::DispatchKey::Meta, t);
-    }
-    return e.meta;
-  }
-
-  at::Tensor snapshot_of(const at::Tensor& t) {
-    if (!t.defined()) return t;
-    if (t.device().type() != c10::DeviceType::PrivateUse1) {
-      for (const auto& c : cpu_) {
-        if (c.first.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return c.second;
-      }
-      return t;
-    }
-    return tensors_[find_tensor(t)].snapshot;
-  }
-
-  // After the meta call: every argument kept its metadata (no resize, restride or set_).
-  bool unchanged() const {
-    for (const auto& e : tensors_) {
-      if (!e.meta.defined()) continue;
-      const StorageEntry& s = storages_[e.storage];
-      if (!same_geometry(e.meta, e.neuron) ||
-          e.meta.storage().unsafeGetStorageImpl() != s.meta.unsafeGetStorageImpl() ||
-          s.meta.nbytes() != s.neuron.nbytes()) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // The empty out= arguments the meta call sized (see Recipe::resize), when that was the only
-  // change it made to an argument; empty otherwise.
-  std::vector<std::pair<std::size_t, std::vector<int64_t>>> sized_outs() const {
-    std::vector<std::pair<std::size_t, std::vector<int64_t>>> sized;
-    for (std::size_t k = 0; k < tensors_.size(); ++k) {
-      const TensorEntry& e = tensors_[k];
-      if (!e.meta.defined()) continue;
-      const StorageEntry& s = storages_[e.storage];
-      const bool own_storage = e.meta.storage().unsafeGetStorageImpl() ==
-                               s.meta.unsafeGetStorageImpl();
-      if (same_geometry(e.meta, e.neuron) && own_storage && s.meta.nbytes() == s.neuron.nbytes()) {
-        continue;
-      }
-      const bool alone = std::count_if(tensors_.begin(), tensors_.end(), [&](const TensorEntry& o) {
-                           return o.storage == e.storage;
-                         }) == 1;
-      if (!(alone && own_storage && s.neuron.nbytes() == 0 && e.meta.numel() > 0 &&
-            e.meta.is_contiguous() && e.meta.storage_offset() == 0 &&
-            e.meta.scalar_type() == e.neuron.scalar_type())) {
-        return {};
-      }
-      sized.emplace_back(k, e.meta.sizes().vec());
-    }
-    return sized;
-  }
-
-  // The recipe for the meta call's results; null when a result is not a strided meta tensor
-  // or the results are not tensors, lists of tensors or None.
-  std::shared_ptr<Recipe> recipe_of(const torch::jit::Stack& returned) const {
-    auto recipe = std::make_shared<Recipe>();
-    std::vector<const c10::StorageImpl*> fresh;
-    bool fine = true;
-    auto describe = [&](const at::Tensor& meta) {
-      OutTensor o;
-      if (!meta.defined()) return recipe->outs.push_back(o);
-      if (meta.device().type() != c10::kMeta || meta.layout() != c10::kStrided) {
-        fine = false;
-        return;
-      }
-      o.dtype = meta.scalar_type();
-      o.sizes.assign(meta.sizes().begin(), meta.sizes().end());
-      o.strides.assign(meta.strides().begin(), meta.strides().end());
-      o.offset = meta.storage_offset();
-      o.conj = meta.is_conj();
-      o.neg = meta.is_neg();
-      for (std::size_t k = 0; k < tensors_.size(); ++k) {
-        if (tensors_[k].meta.defined() &&
-            tensors_[k].meta.unsafeGetTensorImpl() == meta.unsafeGetTensorImpl()) {
-          o.kind = OutTensor::kArgument;
-          o.index = static_cast<int>(k);
-          return recipe->outs.push_back(o);
-        }
-      }
-      const c10::StorageImpl* impl = meta.storage().unsafeGetStorageImpl();
-      for (std::size_t j = 0; j < storages_.size(); ++j) {
-        if (storages_[j].meta.unsafeGetStorageImpl() == impl) {
-          o.kind = OutTensor::kView;
-          o.index = static_cast<int>(j);
-          return recipe->outs.push_back(o);
-        }
-      }
-      o.kind = OutTensor::kFresh;
-      auto it = std::find(fresh.begin(), fresh.end(), impl);
-      o.index = static_cast<int>(it - fresh.begin());
-      if (it == fresh.end()) {
-        fresh.push_back(impl);
-        recipe->fresh_nbytes.push_back(meta.storage().nbytes());
-      }
-      recipe->outs.push_back(o);
-    };
-    for (const c10::IValue& v : returned) {
-      if (v.isTensor()) {
-        recipe->returns.push_back({ReturnSlot::kTensor, 1});
-        describe(v.toTensor());
-      } else if (v.isTensorList()) {
-        const auto list = v.toTensorList();
-        recipe->returns.push_back({ReturnSlot::kList, static_cast<int>(list.size())});
-        for (const at::Tensor& t : list) describe(t);
-      } else if (v.isNone()) {
-        recipe->returns.push_back({ReturnSlot::kNone, 0});
-      } else {
-        fine = false;
-      }
-    }
-    return fine ? recipe : nullptr;
-  }
-
-  // The neuron argument tensors (recipe indices of kArgument) and storages (of kView).
-  std::vector<at::Tensor> argument_tensors() const {
-    std::vector<at::Tensor> out;
-    for (const auto& e : tensors_) out.push_back(e.neuron);
-    return out;
-  }
-  std::vector<c10::Storage> argument_storages() const {
-    std::vector<c10::Storage> out;
-    for (const auto& s : storages_) out.push_back(s.neuron);
-    return out;
-  }
-
-  // The caller's results: arguments, views of their storages, or tensors over fresh memory.
-  std::vector<c10::IValue> results_of(const Recipe& recipe, c10::DeviceIndex device,
-                                      std::vector<Result>& results) const;
-
- private:
-  struct TensorEntry {
-    at::Tensor neuron;
-    at::Tensor snapshot;
-    std::size_t storage;
-    at::Tensor meta;  // made on a signature's first call only
-  };
-  struct StorageEntry {
-    c10::Storage neuron;
-    c10::Storage meta;
-  };
-
-  std::size_t find_tensor(const at::Tensor& t) const {
-    for (std::size_t k = 0; k < tensors_.size(); ++k) {
-      if (tensors_[k].neuron.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return k;
-    }
-    TORCH_INTERNAL_ASSERT(false, "neuron: an argument tensor was not visited");
-  }
-
-  void visit_tensor(const at::Tensor& t, std::string& key) {
-    if (!t.defined()) {
-      key += 'U';
-      return;
-    }
-    if (t.device().type() != c10::DeviceType::PrivateUse1) {
-      // A CPU tensor argument: a 0-dim one is a scalar, read at the call (copied now, as a
-      // kernel launch copies its scalar arguments); any other cannot be read later safely.
-      if (t.dim() != 0 || t.layout() != c10::kStrided) {
-        ok = false;
-        return;
-      }
-      key += 'C';
-      put(key, t.scalar_type());
-      put(key, t.unsafeGetTensorImpl()->is_wrapped_number());
-      if (!t.unsafeGetTensorImpl()->is_wrapped_number()) cpu_.push_back({t, t.clone()});
-      return;
-    }
-    if (t.layout() != c10::kStrided || !t.has_storage() || t.is_sparse()) {
-      ok = false;
-      return;
-    }
-    key += 'T';
-    std::size_t k = 0;
-    while (k < tensors_.size() &&
-           tensors_[k].neuron.unsafeGetTensorImpl() != t.unsafeGetTensorImpl()) {
-      ++k;
-    }
-    put(key, k);  // identity: the first visit of this tensor
-    if (k < tensors_.size()) return;
-    const c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
-    std::size_t j = 0;
-    while (j < storages_.size() && storages_[j].neuron.unsafeGetStorageImpl() != impl) ++j;
-    if (j == storages_.size()) storages_.push_back({t.storage(), c10::Storage()});
-    put(key, j);  // aliasing: the storage it shares with earlier arguments
-    put(key, t.scalar_type());
-    put(key, t.dim());
-    for (int64_t d : t.sizes()) put(key, d);
-    for (int64_t d : t.strides()) put(key, d);
-    put(key, t.storage_offset());
-    put(key, t.storage().nbytes());
-    put(key, static_cast<char>(t.is_conj() * 2 + t.is_neg()));
-    tensors_.push_back({t, tensor_over(t.storage(), c10::DispatchKey::PrivateUse1, t), j, {}});
-  }
-
-  c10::SmallVector<TensorEntry, 4> tensors_;
-  c10::SmallVector<StorageEntry, 4> storages_;
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> cpu_;
-};
-
-struct Result {
-  at::Tensor neuron;  // what the caller got
-  bool fresh;         // memory of its own, to be written by the kernel
-};
-
-at::Tensor tensor_from(c10::Storage storage, const OutTensor& o) {
-  auto t = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      c10::scalarTypeToTypeMeta(o.dtype));
-  t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
-  if (o.conj) t._set_conj(true);
-  if (o.neg) t._set_neg(true);
-  return t;
-}
-
-std::vector<c10::IValue> Arguments::results_of(const Recipe& recipe, c10::DeviceIndex device,
-                                               std::vector<Result>& results) const {
-  std::vector<c10::Storage> fresh;
-  fresh.reserve(recipe.fresh_nbytes.size());
-  const c10::Device d(c10::DeviceType::PrivateUse1, device);
-  for (std::size_t nbytes : recipe.fresh_nbytes) {
-    fresh.emplace_back(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), nbytes,
-        neuron_allocator().allocate_on(device, nbytes, d), &neuron_allocator(),
-        /*resizable=*/true));
-  }
-  auto make = [&](const OutTensor& o) -> at::Tensor {
-    switch (o.kind) {
-      case OutTensor::kUndefined: results.push_back({at::Tensor(), false}); break;
-      case OutTensor::kArgument: results.push_back({tensors_[o.index].neuron, false}); break;
-      case OutTensor::kView:
-        results.push_back({tensor_from(storages_[o.index].neuron, o), false});
-        break;
-      case OutTensor::kFresh: results.push_back({tensor_from(fresh[o.index], o), true}); break;
-    }
-    return results.back().neuron;
-  };
-  std::vector<c10::IValue> returned;
-  std::size_t next = 0;
-  for (const ReturnSlot& slot : recipe.returns) {
-    if (slot.kind == ReturnSlot::kTensor) {
-      returned.emplace_back(make(recipe.outs[next++]));
-    } else if (slot.kind == ReturnSlot::kList) {
-      c10::List<at::Tensor> list;
-      for (int i = 0; i < slot.count; ++i) list.push_back(make(recipe.outs[next++]));
-      returned.emplace_back(std::move(list));
-    } else {
-      returned.emplace_back();
-    }
-  }
-  return returned;
 }
 
 // On the worker: the CPU kernel on the snapshots; fresh results land in their memory.
@@ -521,29 +187,35 @@ void use_in_stream_order(torch::jit::Stack& work_stack, std::vector<Result>& res
 
 void set_op_holder(const OpHolder* holder) { g_op_holder.store(holder); }
 
-bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-              c10::DeviceIndex device, bool hold, RecipeCheck* check) {
+bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks) {
   const auto& schema = op.schema();
-  if (!schema_deferrable(op) || given_up(&schema)) return false;
-  if (ks.highestPriorityTypeId() != c10::DispatchKey::PrivateUse1) return false;  // sparse
+  return ks.highestPriorityTypeId() == c10::DispatchKey::PrivateUse1 &&  // not sparse
+         schema_deferrable(op) && !given_up(&schema);
+}
+
+bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
+              c10::DeviceIndex device, bool hold, RecipeCheck* check, CallArguments* read) {
+  const auto& schema = op.schema();
   const std::size_t num_args = schema.arguments().size();
   const std::size_t begin = stack->size() - num_args;
 
-  // The call's signature: the op, the default dtype (factories read it) and every argument.
-  // A pointwise op's results have its inputs' shape whatever its floats' values, so one recipe
-  // serves every value: a step size or learning rate that changes every step (addcdiv_'s
-  // value=, add_'s alpha=) would otherwise make each call the first of its signature, which
-  // runs at the call after the queue drains. Python floats at Tensor positions (x * 0.5) are
-  // wrapped numbers, keyed by type already.
-  Arguments args;
-  args.float_values = !op.hasTag(at::Tag::pointwise);
-  std::string key;
-  key.reserve(256);
-  put(key, &schema);
-  put(key, c10::typeMetaToScalarType(c10::get_default_dtype()));
-  for (std::size_t i = 0; i < num_args; ++i) {
-    if (!args.visit((*stack)[begin + i], key)) return false;
+  // The call's signature (the op, the default dtype, every argument) and the worker's stack,
+  // read by the fallback's check of the arguments or here. A pointwise op's results have its
+  // inputs' shape whatever its floats' values, so one recipe serves every value: a step size or
+  // learning rate that changes every step (addcdiv_'s value=, add_'s alpha=) would otherwise
+  // make each call the first of its signature, which runs at the call after the queue drains.
+  // Python floats at Tensor positions (x * 0.5) are wrapped numbers, keyed by type already.
+  std::optional<CallArguments> own;
+  if (read == nullptr) {
+    if (!may_defer(op, ks)) return false;
+    own.emplace(op);
+    for (std::size_t i = 0; i < num_args; ++i) {
+      if (!own->read((*stack)[begin + i], [](const at::Tensor&) {})) return false;
+    }
+    read = &*own;
   }
+  CallArguments& args = *read;
+  std::string& key = args.key();
 
   std::shared_ptr<const Recipe> recipe;
   {
@@ -561,7 +233,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
       at::_ops::resize_::redispatch(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), tensors[k],
                                     c10::fromIntArrayRefSlow(sizes), std::nullopt);
     }
-    return defer_op(op, ks, stack, device, hold, check);
+    return defer_op(op, ks, stack, device, hold, check, nullptr);  // read again: sizes changed
   }
   if (!recipe) {
     // A signature's first call: the meta function's answer, checked against the CPU kernel's
@@ -626,12 +298,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 
   // The worker's stack: snapshots of the neuron arguments, copies of CPU scalars, and for a
   // random op a generator holding the draws reserved for it now (in call order).
-  torch::jit::Stack work_stack;
-  work_stack.reserve(num_args);
-  for (std::size_t i = 0; i < num_args; ++i) {
-    work_stack.push_back(
-        map_tensors((*stack)[begin + i], [&](const at::Tensor& t) { return args.snapshot_of(t); }));
-  }
+  torch::jit::Stack& work_stack = args.work_stack();
   if (const auto g = generator_argument(schema)) {
     const c10::IValue& v = (*stack)[begin + *g];
     const at::Generator source = v.isGenerator() ? v.toGenerator() : default_generator(device);

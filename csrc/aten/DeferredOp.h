@@ -27,6 +27,8 @@
 
 namespace torchneuron {
 
+class CallArguments;  // aten/CallArguments.h
+
 // The first call of a signature (op and arguments' metadata) runs now, and the CPU kernel's
 // results are compared with what the meta function said (dtypes, sizes, strides, and which are
 // arguments, views of arguments or fresh): only a signature whose meta answer held is queued
@@ -43,19 +45,25 @@ class RecipeCheck {
 
  private:
   friend bool defer_op(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack*,
-                       c10::DeviceIndex, bool, RecipeCheck*);
+                       c10::DeviceIndex, bool, RecipeCheck*, CallArguments*);
   std::string key_;
   std::shared_ptr<void> recipe_;  // a Recipe (DeferredOp.cpp)
   std::vector<at::Tensor> tensors_;
   std::vector<c10::Storage> storages_;
 };
 
+// Whether `op` may be queued at all: an aten op with tensor results on a dense neuron key, whose
+// meta function has not been found wanting (read before reading the arguments for the queue).
+bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks);
+
 // Queues `op` (arguments checked by the fallback) on the current stream of `device`, or offers it
 // to the fused component when the launch decision says to hold it (`hold`), and leaves its
 // results on the stack; false, with the stack untouched, when it must run now (then, on a
-// signature's first call, `check` holds what to confirm once it ran).
+// signature's first call, `check` holds what to confirm once it ran). `read`: the arguments as
+// the fallback's check already read them for the queue (every one, and may_defer held), or null
+// to read them here.
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-              c10::DeviceIndex device, bool hold, RecipeCheck* check);
+              c10::DeviceIndex device, bool hold, RecipeCheck* check, CallArguments* read);
 
 // Fused eager (csrc/compile/FusedChain.h, a layer above) may hold an op back instead of queuing
 // it: `hold(op, device, args, snapshots, result, work)` is offered each op with one tensor

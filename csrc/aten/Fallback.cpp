@@ -3,6 +3,7 @@
 // enforces in its generated wrappers: all tensors of one op on one device.
 #include "aten/Fallback.h"
 
+#include "aten/CallArguments.h"
 #include "aten/CpuAlias.h"
 #include "aten/DeferredOp.h"
 #include "aten/Float64Gate.h"
@@ -30,8 +31,11 @@ bool is_neuron(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
-// CUDA accepts CPU index tensors in advanced indexing; so do we.
-bool accepts_cpu_tensors(const c10::OperatorName& name) {
+// Advanced indexing (x[idx], x[idx] = v): CUDA accepts index tensors on the CPU, and raises an
+// IndexError when an index is on a device other than the CPU and the indexed tensor's (a CPU
+// tensor indexed with device indices: check_indices_on_cpu_or_selfdevice); so does neuron.
+// Argument 0 is the indexed tensor, argument 1 the indices.
+bool is_advanced_indexing(const c10::OperatorName& name) {
   static constexpr std::string_view kOps[] = {
       "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"};
   for (auto op : kOps) {
@@ -41,27 +45,39 @@ bool accepts_cpu_tensors(const c10::OperatorName& name) {
 }
 
 // Finds the neuron device an op runs on and rejects tensors from other devices, with the
-// message CUDA's wrappers give ("Expected all tensors to be on the same device ...").
+// messages CUDA gives ("Expected all tensors to be on the same device ...", and for advanced
+// indexing "indices should be either on cpu or on the same device as the indexed tensor").
 class DeviceCheck {
  public:
   explicit DeviceCheck(const c10::OperatorHandle& op)
-      : op_(op), allow_cpu_(accepts_cpu_tensors(op.operator_name())) {}
+      : op_(op), indexing_(is_advanced_indexing(op.operator_name())) {}
 
-  // `written`: an out= or in-place argument, which must be on the op's device whatever its
-  // size (a 0-dim CPU tensor may be read as a scalar, never written across devices).
-  void visit(const at::Tensor& t, bool written) {
+  // Before the tensors of argument `index`; `written`: an out= or in-place argument, which must
+  // be on the op's device whatever its size (a 0-dim CPU tensor may be read as a scalar, never
+  // written across devices).
+  void argument(std::size_t index, bool written) {
+    argument_ = index;
+    written_ = written;
+  }
+
+  void visit(const at::Tensor& t) {
     if (!t.defined()) return;
     const c10::Device d = t.device();
+    const bool indices = indexing_ && argument_ == 1;
     if (d.type() == c10::DeviceType::PrivateUse1) {
+      if (indices && indexed_.has_value() && *indexed_ != d) index_mismatch(*indexed_);
       if (device_ < 0) {
         device_ = d.index();
       } else if (d.index() != device_) {
         mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), d);
       }
+      if (indices) neuron_index_ = true;
     } else if (d.type() == c10::kCPU) {
-      // Zero-dim CPU tensors are scalars, which CUDA kernels accept too.
-      if (written || (t.dim() != 0 && !allow_cpu_)) cpu_tensor_ = true;
+      // Zero-dim CPU tensors are scalars, which CUDA kernels accept too; advanced indexing takes
+      // its indices (and values) from the CPU as well, not the indexed tensor.
+      if (written_ || (t.dim() != 0 && !(indexing_ && argument_ >= 1))) cpu_tensor_ = true;
     }
+    if (indexing_ && argument_ == 0) indexed_ = d;
   }
 
   void visit_device_arg(const c10::Device& d) {
@@ -74,6 +90,7 @@ class DeviceCheck {
     const c10::DeviceIndex device = device_ >= 0 ? device_
                                     : device_arg_ >= 0 ? device_arg_
                                                        : current_device();
+    if (indexed_.has_value() && indexed_->is_cpu() && neuron_index_) index_mismatch(*indexed_);
     if (cpu_tensor_ && device_ >= 0) {
       mismatch(c10::Device(c10::DeviceType::PrivateUse1, device_), c10::Device(c10::kCPU));
     }
@@ -86,9 +103,17 @@ class DeviceCheck {
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
                 "devices, ", a, " and ", b, "! (in ", op_.operator_name(), ")");
   }
+  [[noreturn]] void index_mismatch(const c10::Device& indexed) {
+    TORCH_CHECK_INDEX(false, "indices should be either on ", c10::kCPU,
+                      " or on the same device as the indexed tensor (", indexed, ")");
+  }
 
   const c10::OperatorHandle& op_;
-  bool allow_cpu_;
+  const bool indexing_;
+  std::size_t argument_ = 0;
+  bool written_ = false;
+  std::optional<c10::Device> indexed_;  // advanced indexing: the indexed tensor's device
+  bool neuron_index_ = false;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex device_arg_ = -1;
   bool cpu_tensor_ = false;
@@ -190,28 +215,39 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   const std::size_t num_args = arguments.size();
   const std::size_t begin = stack->size() - num_args;
 
+  // One walk over the arguments checks them (devices, float64, the largest operand for the
+  // launch decision) and, when the op is sure to be queued (the device is busy, so its size does
+  // not matter), reads them for the queue too (CallArguments.h): its signature and the worker's
+  // snapshots. On an idle device a small op runs inline without paying for that, and a large one
+  // is read again by defer_op.
   DeviceCheck check(op);
   bool has_float64 = false;
   std::size_t largest = 0;  // bytes of the largest neuron operand
+  auto visit = [&](const at::Tensor& t) {
+    check.visit(t);
+    if (!is_neuron(t)) return;
+    // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
+    // the op compute in float64 (type promotion keeps the tensor operands' dtype).
+    has_float64 = has_float64 || (is_float64_family(t.scalar_type()) &&
+                                  !t.unsafeGetTensorImpl()->is_wrapped_number());
+    largest = std::max<std::size_t>(largest, t.numel() * t.itemsize());
+  };
+  std::optional<CallArguments> read;
+  if (launch::queues_every_op() && may_defer(op, ks)) read.emplace(op);
   for (std::size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[begin + i];
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    check.argument(i, alias != nullptr && alias->isWrite());
     if (v.isDevice()) {
       check.visit_device_arg(v.toDevice());
     } else if (v.isInt()) {
       has_float64 = has_float64 || asks_float64(arguments[i], v);
-    } else {
-      const c10::AliasInfo* alias = arguments[i].alias_info();
-      const bool written = alias != nullptr && alias->isWrite();
-      for_each_tensor(v, [&](const at::Tensor& t) {
-        check.visit(t, written);
-        if (!is_neuron(t)) return;
-        // Python scalars arrive as wrapped-number tensors of dtype double; they do not make
-        // the op compute in float64 (type promotion keeps the tensor operands' dtype).
-        has_float64 = has_float64 || (is_float64_family(t.scalar_type()) &&
-                                      !t.unsafeGetTensorImpl()->is_wrapped_number());
-        largest = std::max<std::size_t>(largest, t.numel() * t.itemsize());
-      });
     }
+    if (read.has_value()) {
+      if (read->read(v, visit)) continue;
+      read.reset();  // the queue cannot take it: the check goes on alone
+    }
+    for_each_tensor(v, visit);
   }
   const c10::DeviceIndex device = check.finish();
   if (has_float64) check_float64(op.operator_name());
@@ -220,7 +256,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   RecipeCheck recipe_check;
   const launch::Launch how = launch::decide(launch::Work::kOp, largest);
   if (how != launch::Launch::kInline &&
-      defer_op(op, ks, stack, device, how == launch::Launch::kHold, &recipe_check)) {
+      defer_op(op, ks, stack, device, how == launch::Launch::kHold, &recipe_check,
+               read.has_value() ? &*read : nullptr)) {
     return;
   }
 

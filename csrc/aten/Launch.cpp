@@ -141,6 +141,8 @@ Launch decide(Work work, std::size_t largest_bytes) {
   return work == Work::kOp && holding() ? Launch::kHold : Launch::kQueue;
 }
 
+bool queues_every_op() { return queuing() && !(idle() && rt::collected_nothing()); }
+
 InlineScope::InlineScope() { ++t_inline_depth; }
 InlineScope::~InlineScope() { --t_inline_depth; }
 

@@ -58,6 +58,10 @@ Launch decide(Work work, std::size_t largest_bytes);
 constexpr std::size_t kInlineBytes = 64 * 1024;
 // True when work issued on this thread is queued rather than run in place (decide's first test).
 bool queuing();
+// True when decide(Work::kOp, n) would not run an op inline whatever n: execution is queued and
+// work is pending (queued, running, held or collected). The fallback then reads an op's
+// arguments for the queue in the walk that checks them (aten/CallArguments.h).
+bool queues_every_op();
 bool on_worker_thread();
 
 // For the length of a kernel that runs on the calling thread and dispatches neuron ops of its

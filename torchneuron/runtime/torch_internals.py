@@ -1549,7 +1549,7 @@ ENTRIES: tuple[Internal, ...] = (
          covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
     _cpp("TensorImpl/StorageImpl internals of the CPU alias",
          ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp",
-          "SharedStorage.cpp", "DeferredOp.cpp", "FusedChain.cpp"),
+          "SharedStorage.cpp", "DeferredOp.cpp", "CallArguments.cpp", "FusedChain.cpp"),
          "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
          "directly, storage data pointers swapped, conj/neg bits copied; a storage sent to "
          "another process has its data pointer swapped for shareable memory",
