@@ -68,7 +68,7 @@ from .ops import autocast as _autocast  # noqa: E402
 from .ops import dtype_policy as _dtype_policy  # noqa: E402
 from .ops import linear_cross_entropy as _linear_cross_entropy  # noqa: E402
 
-_dtype_policy.apply("error")  # the default; the configuration's policy when it is read:
+_dtype_policy.apply("warn")  # the default; the configuration's policy when it is read:
 _device_state.on_configure(lambda config: _dtype_policy.apply(config.float64_policy))
 _autocast.apply()
 _linear_cross_entropy.apply()  # chunked F.linear_cross_entropy accumulates as on the CPU

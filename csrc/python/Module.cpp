@@ -221,6 +221,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_float64_policy", [](int policy, const std::vector<std::string>& exempt) {
     tn::set_float64_policy(static_cast<tn::Float64Policy>(policy), exempt);
   });
+  m.def("_float64_host_fallback_counts", &tn::float64_host_fallback_counts);
+  m.def("_reset_float64_host_fallbacks", &tn::reset_float64_host_fallbacks);
 
   m.def("_cpu_alias", &tn::cpu_alias_keeping_storage);
   // torch.multiprocessing's reduction of neuron storages (torchneuron/device/ipc.py): `t` is a

@@ -81,13 +81,16 @@ def test_failed_op_leaves_inputs_unchanged():
     torch.testing.assert_close(bn.cpu(), b)
 
 
-def test_float64_arithmetic_is_a_clear_error_by_default():
+def test_float64_arithmetic_is_refused_under_the_error_policy():
+    from torchneuron.ops.dtype_policy import float64_policy
+
     d = torch.randn(3, dtype=torch.float64)
     n = d.neuron()  # storing and copying float64 is fine
-    assert torch.equal(n.cpu(), d)
-    with pytest.raises(NotImplementedError, match=r"aten::.*float64.*NEURON_FLOAT64=allow"):
-        n * n
-    print(n)  # printing is not arithmetic
+    with float64_policy("error"):
+        assert torch.equal(n.cpu(), d)
+        with pytest.raises(NotImplementedError, match=r"aten::mul.*float64.*NEURON_FLOAT64=warn"):
+            n * n
+        print(n)  # printing is not arithmetic
 
 
 def test_float64_policy_allow():

@@ -12,7 +12,7 @@ def test_defaults_come_from_the_trn2_profile():
     assert cfg.logical_nc_config == 2
     assert cfg.device_count == 4  # 8 physical cores fused in pairs
     assert cfg.hbm_bytes_per_device == 24 * GiB
-    assert cfg.float64_policy == "error"
+    assert cfg.float64_policy == "warn"
     assert cfg.compile_gemm == "onednn"
     assert config.load({"NEURON_COMPILE_GEMM": "ATen"}).compile_gemm == "aten"
 
@@ -71,7 +71,7 @@ except ConfigError as e:
 @pytest.mark.parametrize("var,value,accepted", [
     ("NEURON_PROFILE", "trn9", "accepted values: trn2, trn3"),
     ("NEURON_HBM_BYTES", "99999999999999999999999", "below 2**63"),
-    ("NEURON_FLOAT64", "maybe", "accepted values: error, allow"),
+    ("NEURON_FLOAT64", "maybe", "accepted values: warn, error, allow"),
 ])
 def test_bad_configuration_never_breaks_import_and_names_the_variable(python, var, value,
                                                                       accepted):

@@ -7,7 +7,10 @@ each one is listed in the README.
                              (default: all cores of one chip)
   NEURON_HBM_BYTES           HBM capacity per device, e.g. 8GiB, 512MiB or 1073741824
                              (default: the profile's)
-  NEURON_FLOAT64             float64 arithmetic: error (default) or allow
+  NEURON_FLOAT64             float64 and complex128 arithmetic, which Trainium lacks: warn
+                             (default: computes as the CPU does, a host fallback as on
+                             TorchNeuron, and warns once per op), error (refuses, naming the op)
+                             or allow (computes without a warning)
   NEURON_DIST_CHECK          before each collective on neuron tensors, check that all ranks
                              pass the same shapes (one fingerprint exchange): 1 (default) or 0
   NEURON_COMPILE_GEMM        matmul kernels in compiled graphs: onednn (default) or aten (the
@@ -49,7 +52,7 @@ from .profiles import DEFAULT_PROFILE, PROFILES, ChipProfile
 
 _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-FLOAT64_POLICIES = ("error", "allow")
+FLOAT64_POLICIES = ("warn", "error", "allow")
 COMPILE_GEMMS = ("onednn", "aten")
 KERNEL_MODES = ("fast", "simulate")
 EAGER_MODES = ("sync", "async", "fused")
@@ -142,7 +145,7 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     else:
         hbm = profile.hbm_bytes_per_device(lnc)
 
-    f64 = env.get("NEURON_FLOAT64", "error").strip().lower()
+    f64 = env.get("NEURON_FLOAT64", "warn").strip().lower()
     if f64 not in FLOAT64_POLICIES:
         raise _bad("NEURON_FLOAT64", env["NEURON_FLOAT64"], ", ".join(FLOAT64_POLICIES))
 

@@ -116,18 +116,25 @@ class Run:
             self.record["seconds"][device] += time.perf_counter() - t
 
     def on_neuron(self, fn: Callable[[], Any]) -> Any:
-        """Runs a neuron stage; a float64 refusal is retried under NEURON_FLOAT64=allow and noted,
-        the battery's documented choice (the model computes in float64 on purpose)."""
-        from torchneuron.ops.dtype_policy import float64_policy
+        """Runs a neuron stage and notes whether it computed in float64 (a host fallback under
+        the default NEURON_FLOAT64=warn, counted per op); under NEURON_FLOAT64=error a float64
+        refusal is retried under `allow` and noted the same way, the battery's documented choice
+        (the model computes in float64 on purpose)."""
+        from torchneuron.ops import dtype_policy
 
+        before = sum(dtype_policy.host_fallback_counts().values())
         try:
             with self.draws.replaying():
-                return self.timed("neuron", fn)
+                result = self.timed("neuron", fn)
         except Exception as e:  # noqa: BLE001 - any error becomes the stage's cause
             if not _is_float64_refusal(e):
                 raise
+        else:
+            if sum(dtype_policy.host_fallback_counts().values()) > before:
+                self.record["float64_allowed"] = True
+            return result
         self.record["float64_allowed"] = True
-        with float64_policy("allow"), self.draws.replaying():
+        with dtype_policy.float64_policy("allow"), self.draws.replaying():
             return self.timed("neuron", fn)
 
     def _first_cause(self, cause: str) -> None:

@@ -93,7 +93,7 @@ def markdown(records: list[dict], meta: dict) -> str:
              f"| tried (tiny model builds and runs forward on the CPU) | {t['tried']} "
              f"({100 * (t['tried_rate'] or 0):.1f}%) |",
              f"| buildable on CPU (tiny config) | {t['buildable_on_cpu']} |",
-             f"| needed float64 (run under NEURON_FLOAT64=allow) | {t['float64_allowed']} |", "",
+             f"| computed in float64 (a host fallback) | {t['float64_allowed']} |", "",
              "| stage | ran on CPU | pass on neuron | rate |", "|---|---|---|---|"]
     for stage, s in t["stages"].items():
         rate = f"{100 * s['rate']:.1f}%" if s["rate"] is not None else "-"
