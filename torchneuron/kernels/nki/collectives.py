@@ -114,6 +114,8 @@ def _unsupported(name: str, why: str):
 
 _RING = "its ring partners are chosen by the Neuron runtime of a multi-chip job"
 all_to_all_v = _unsupported("all_to_all_v", "its counts come from a multi-chip runtime")
+all_gather_v = _unsupported("all_gather_v", "it is documented for replica groups of exactly 4 "
+                            "ranks under LNC=2 only, which a world of one cannot form")
 collective_permute_implicit = _unsupported("collective_permute_implicit", _RING)
 collective_permute_implicit_reduce = _unsupported("collective_permute_implicit_reduce", _RING)
 collective_permute_implicit_current_processing_rank_id = _unsupported(

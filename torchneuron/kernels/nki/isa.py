@@ -20,6 +20,9 @@ from .isa_enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf
 from .cores import core_barrier, sendrecv  # noqa: F401
 from .isa_select import (nc_find_index8, nc_match_replace8, range_select,  # noqa: F401
                          select_reduce)
+from .isa_activate2 import activate2  # noqa: F401
+from .isa_scan import (nonzero_with_count, sequence_bounds,  # noqa: F401
+                       tensor_scalar_cumulative)
 from .isa_shuffle import nc_stream_shuffle  # noqa: F401
 from .isa_memory import dma_copy, dma_transpose, memset, tensor_copy  # noqa: F401
 from .isa_reduce import (bn_aggr, bn_stats, max8, tensor_partition_reduce,  # noqa: F401
@@ -36,7 +39,6 @@ def get_nc_version() -> nc_version:
 UNSUPPORTED = {
     "nc_matmul_mx": "MX-format matmul (NeuronCore-v4 microscaling)",
     "quantize_mx": "MX quantization (NeuronCore-v4 microscaling)",
-    "activate2": "the NeuronCore-v4 two-stage activation",
     "dma_compute": "compute inside DMA engines",
     "local_gather": "GpSimd cross-partition gather",
     "nc_n_gather": "GpSimd in-partition gather",
@@ -45,9 +47,8 @@ UNSUPPORTED = {
     "rand_set_state": "the engines' random number generator",
     "rand_get_state": "the engines' random number generator",
     "set_rng_seed": "the engines' random number generator",
-    "sequence_bounds": "segment bounds on GpSimd",
-    "nonzero_with_count": "GpSimd nonzero compaction",
-    "tensor_scalar_cumulative": "cumulative Vector Engine accumulators",
+    "topk": "GpSimd top-K over a 16-partition snake layout, whose output placement is not "
+            "documented",
     "tensor_copy_dynamic_src": "dynamic (register) addressing",
     "tensor_copy_dynamic_dst": "dynamic (register) addressing",
 }
@@ -85,7 +86,8 @@ INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_te
                 "reciprocal", "exponential", "bn_stats", "bn_aggr", "max8",
                 "tensor_copy_predicated", "dropout", "range_select", "nc_find_index8",
                 "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce",
-                "sendrecv")
+                "sendrecv", "tensor_scalar_cumulative", "sequence_bounds",
+                "nonzero_with_count", "activate2")
 for _name in INSTRUCTIONS:
     globals()[_name] = _counted(globals()[_name])
 del _name

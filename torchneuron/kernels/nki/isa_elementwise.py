@@ -78,7 +78,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     operands = {"dst": dst, "data": data}
     _checked(I, run, operands)
     require_engine_reach(I, eng, {**operands, "operand0": operand0, "operand1": operand1})
-    if op0.unary is not None and operand0 not in (None, 0, 0.0):
+    if op0.binary is None and operand0 not in (None, 0, 0.0):
         fail("operand-shape", f"{I}: op0={op0!r} is unary; operand0 must be None or 0")
     if op1 is None and operand1 is not None:
         fail("operand-shape", f"{I}: operand1 is given but op1 is None")
@@ -172,6 +172,9 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     if not op.activation:
         fail("operator", f"{I}: op={op!r} is not an activation function of the Scalar Engine "
              "(see the activation function table in docs/nki.md)")
+    if op.unary is None:
+        fail("operator", f"{I}: op={op!r} takes its slope from nisa.activate2's relu_param; "
+             "nisa.activation has no slope operand")
     _checked(I, run, {"dst": dst, "data": data})
     P = data.shape[0]
     if bias is not None and not isinstance(bias, NkiTensor) and run.limits.nc_version == "gen2":

@@ -19,7 +19,7 @@ from .buffers import as_buffer, hbm, private_hbm, psum, sbuf, shared_hbm  # noqa
 from .context import active as _active
 from .context import current as _current
 from .errors import NkiUnsupportedError, NkiValidationError, describe
-from .registers import dynamic_range  # noqa: F401
+from .registers import dynamic_range, fori_loop, while_loop  # noqa: F401
 from .rules import elements_per_partition as _epp
 from .rules import on_chip_operand as _on_chip
 from .tensor import DynSlice, NkiTensor
@@ -309,6 +309,7 @@ for _op in _ops.UNARY:
     _op.function = _unary_function(_op)
     globals()[_op.name] = _op
 del _op
+prelu = _ops.prelu  # an activation of nisa.activate2 only (its slope is relu_param)
 
 
 def _axes(name: str, x: NkiTensor, axis) -> tuple[int, ...]:
@@ -396,6 +397,48 @@ def where(condition, x, y, dtype=None):
     run = _current()
     values = torch.where(_values(condition) != 0, _values(x), _values(y)) if run.computes else None
     return _result("nl.where", shape, _dt.as_nki_dtype(dtype), values)
+
+
+def gather_flattened(data, indices, axis=0, dtype=None, **kwargs):
+    """out[p, ...] = data[p].flatten()[indices[p, ...]]: per partition, a gather over data's
+    flattened free elements with uint32 indices; the result has indices' shape. An index past
+    the partition's elements is refused (rule gather-index; the chip returns garbage)."""
+    name = "nl.gather_flattened"
+    _no_mask("gather_flattened", kwargs)
+    run = _current()
+    _on_chip(name, "data", data, run.limits)
+    _on_chip(name, "indices", indices, run.limits)
+    if axis != 0:
+        raise NkiValidationError("gather-index", f"{name}: axis={axis!r}; the documented gather "
+                                 "runs over each partition's flattened free elements (axis=0)")
+    for role, t in (("data", data), ("indices", indices)):
+        if not 2 <= t.ndim <= 4:
+            raise NkiValidationError("operand-shape", f"{name}: {role} {describe(t)} must be 2-, "
+                                     "3- or 4-dimensional")
+    if indices.dtype is not _dt.uint32:
+        raise NkiValidationError("operand-dtype", f"{name}: indices {describe(indices)} must be "
+                                 "uint32")
+    if indices.shape[0] != data.shape[0]:
+        raise NkiValidationError("partition-mismatch", f"{name}: indices {describe(indices)} and "
+                                 f"data {describe(data)} must have the same partitions")
+    dtype = _dt.as_nki_dtype(dtype or data.dtype)
+    out = ndarray(indices.shape, dtype, sbuf, name)
+    run.instructions[0] += 1
+    if not run.computes:
+        return out
+    n = _epp(data)
+    index = indices.raw().to(torch.int64).reshape(indices.shape[0], -1)
+    bad = index >= n
+    if bool(bad.any()):
+        p, j = (int(v) for v in bad.nonzero()[0])
+        raise NkiValidationError("gather-index", f"{name}: indices {describe(indices)} hold "
+                                 f"{int(index[p, j])} at partition {p}, past data "
+                                 f"{describe(data)}'s {n} elements per partition")
+    if dtype is data.dtype:  # a gather moves bits unchanged
+        out.write_raw(data.raw().reshape(data.shape[0], n).gather(1, index), run)
+    else:
+        out.write(data.read_f32().reshape(data.shape[0], n).gather(1, index), run)
+    return out
 
 
 # ---- data movement -------------------------------------------------------------------------------------

@@ -171,21 +171,33 @@ abs_max = Op("abs_max", binary=lambda a, b: torch.maximum(a.abs(), b.abs()),
 abs_min = Op("abs_min", binary=lambda a, b: torch.minimum(a.abs(), b.abs()),
              reduce=lambda x, d: x.abs().amin(dim=d))
 
+# Operators of the newest reference (after 2.33). mod follows numpy.mod (the divisor's sign;
+# fmod keeps the dividend's), average is the mean of its operands and reduces as a mean, bypass
+# passes its data operand through (activate2's "no operation" stage and identity activation),
+# prelu is activate2's parametric ReLU: its slope is activate2's relu_param, so it has no math
+# of its own here.
+mod = Op("mod", binary=torch.remainder)
+average = Op("average", binary=lambda a, b: (a + b) * 0.5, reduce=lambda x, d: x.mean(dim=d))
+bypass = Op("bypass", binary=lambda a, b: a, unary=lambda x: x, activation=True)
+prelu = Op("prelu", activation=True)
+
 BINARY = [add, subtract, multiply, divide, maximum, minimum, power, fmod, equal, not_equal,
           greater, greater_equal, less, less_equal, logical_and, logical_or, logical_xor,
-          bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift, abs_max, abs_min]
+          bitwise_and, bitwise_or, bitwise_xor, left_shift, right_shift, abs_max, abs_min, mod,
+          average]
 UNARY = [invert, abs, rsqrt, reciprocal, copy, square, sigmoid, relu, gelu, gelu_dx,
          gelu_apprx_tanh, gelu_apprx_sigmoid, silu, silu_dx, tanh, softplus, mish, erf, erf_dx,
          exp, log, sin, cos, arctan, sqrt, sign, negative, floor, ceil, tan, trunc, logical_not,
-         gelu_apprx_sigmoid_dx]
-BY_NAME = {o.name: o for o in BINARY + UNARY}
+         gelu_apprx_sigmoid_dx, bypass]
+BY_NAME = {o.name: o for o in BINARY + UNARY + [prelu]}
 _NUMPY = {"add": add, "subtract": subtract, "multiply": multiply, "divide": divide,
           "true_divide": divide, "maximum": maximum, "minimum": minimum, "power": power,
           "equal": equal, "not_equal": not_equal, "greater": greater,
           "greater_equal": greater_equal, "less": less, "less_equal": less_equal,
           "exp": exp, "log": log, "tanh": tanh, "sqrt": sqrt, "abs": abs, "absolute": abs,
           "sin": sin, "cos": cos, "arctan": arctan, "sign": sign, "negative": negative,
-          "reciprocal": reciprocal, "square": square, "bitwise_and": bitwise_and,
+          "reciprocal": reciprocal, "square": square, "mod": mod, "remainder": mod,
+          "fmod": fmod, "bitwise_and": bitwise_and,
           "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor, "invert": invert,
           "left_shift": left_shift, "right_shift": right_shift, "logical_and": logical_and,
           "logical_or": logical_or, "logical_xor": logical_xor}

@@ -84,3 +84,42 @@ def dynamic_range(start, stop=None, step=1):
     if stop is None:
         start, stop = 0, start
     return range(int(start), int(stop), int(step))
+
+
+def _bound(instr: str, role: str, value) -> int:
+    if isinstance(value, VirtualRegister):
+        return value.value
+    if isinstance(value, bool) or not isinstance(value, int):
+        fail("register", f"{instr}: {role}={value!r} must be an int or a VirtualRegister")
+    return value
+
+
+def fori_loop(lower, upper, body_fun, step=1):
+    """for i in range(lower, upper, step): body_fun(i), with i a fresh register each iteration
+    (passed by value: writing it does not change the loop). Bounds may be registers; step is a
+    compile-time positive integer (documented)."""
+    I = "nl.fori_loop"
+    current()
+    if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
+        fail("register", f"{I}: step={step!r} must be a compile-time positive integer")
+    if not callable(body_fun):
+        fail("register", f"{I}: body_fun={body_fun!r} is not callable")
+    for i in range(_bound(I, "lower", lower), _bound(I, "upper", upper), step):
+        body_fun(VirtualRegister(i))
+
+
+def while_loop(init, body_fun):
+    """r = init; while r != 0: r = body_fun(r) (the condition is checked before each iteration;
+    the body gets the condition by value and returns the next condition register)."""
+    I = "nl.while_loop"
+    current()
+    if not isinstance(init, VirtualRegister):
+        fail("register", f"{I}: init={init!r} must be a VirtualRegister (nisa.register_alloc)")
+    if not callable(body_fun):
+        fail("register", f"{I}: body_fun={body_fun!r} is not callable")
+    r = init
+    while r.value != 0:
+        r = body_fun(VirtualRegister(r.value))
+        if not isinstance(r, VirtualRegister):
+            fail("register", f"{I}: body_fun returned {r!r}; it must return the next "
+                 "condition as a VirtualRegister")
