@@ -55,7 +55,7 @@ class Storage:
     """One allocation. `data` is flat, of `dtype.storage`; tensors index it with strides."""
 
     __slots__ = ("buffer", "data", "dtype", "shape", "name", "written", "argument", "original",
-                 "pitch", "base", "__weakref__")
+                 "pitch", "base", "any_written", "all_written", "__weakref__")
 
     def __init__(self, buffer: Buffer, data: torch.Tensor, dtype: dt.NkiDtype, shape, name: str,
                  argument: bool = False, pitch: int | None = None, base: int = 0,
@@ -75,6 +75,11 @@ class Storage:
         if written is None and buffer.kind == "psum":
             written = torch.zeros(data.numel(), dtype=torch.bool, device=data.device)
         self.written = written
+        # Summaries of `written` for an allocation of its own (pitch None), so nc_matmul's
+        # accumulate=None skips reading the mask in the common cases: nothing written yet (the
+        # first matmul of a group) or everything written (the rest of it).
+        self.any_written = False
+        self.all_written = False
 
     @property
     def partition_stride(self) -> int:

@@ -112,8 +112,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     s = matrix(stationary).reshape(K * (2 if double else 1), M)
     m = matrix(moving).reshape(K * (2 if double else 1), N)
     if accumulate is None:  # accumulate where this PSUM was written since it was allocated
-        written = dst.was_written()
-        accumulate = True if bool(written.all()) else False if not bool(written.any()) else None
+        accumulate = dst.written_state()
     target = dst.raw()
     if dst.dtype is dt.float32 and dst.ndim == 2 and accumulate is not None:
         # The common case in place: PSUM float32 += or = stationary.T @ moving.

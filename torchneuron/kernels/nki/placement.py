@@ -13,10 +13,13 @@ tensor must fit the memory and may not overlap a tensor the compiler placed (rul
 from __future__ import annotations
 
 import itertools
+import operator
 
 import torch
 
 from .errors import NkiValidationError
+
+_START = operator.itemgetter(0)  # live ranges sort by their first byte
 
 
 class OnChipMemory:
@@ -35,9 +38,8 @@ class OnChipMemory:
     def place_auto(self, nbytes: int, label: str) -> tuple[int, int] | None:
         """(token, start) of the first free range of `nbytes` (rounded to the granule)."""
         size = -(-nbytes // self.granule) * self.granule
-        taken = sorted((s, e) for s, e, *_ in self.live.values())
         start = 0
-        for s, e in taken:
+        for s, e, *_ in sorted(self.live.values(), key=_START):
             if start + size <= s:
                 break
             start = max(start, -(-e // self.granule) * self.granule)

@@ -133,9 +133,25 @@ class NkiTensor:
 
     def mark_written(self, run) -> None:
         """PSUM remembers written elements (nc_matmul's accumulate=None reads this)."""
-        written = self._storage.written
-        if written is not None and self.dtype.itemsize == self._storage.dtype.itemsize:
+        storage = self._storage
+        written = storage.written
+        if written is not None and self.dtype.itemsize == storage.dtype.itemsize:
             written.as_strided(self.shape, self.strides, self.offset).fill_(True)
+            storage.any_written = True
+            if self.size == written.numel() and self.offset == 0 and self.is_contiguous():
+                storage.all_written = True
+
+    def written_state(self):
+        """True if every element of this view was written since allocation, False if none was,
+        None if some were (read from the mask only when the summaries cannot tell)."""
+        storage = self._storage
+        if storage.pitch is None:  # an allocation of its own: its summaries are exact
+            if not storage.any_written:
+                return False
+            if storage.all_written:
+                return True
+        written = self.was_written()
+        return True if bool(written.all()) else False if not bool(written.any()) else None
 
     def was_written(self) -> torch.Tensor:
         return self._storage.written.as_strided(self.shape, self.strides, self.offset)
