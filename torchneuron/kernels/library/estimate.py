@@ -48,7 +48,10 @@ _ENGINE_OF = {
     "memset": "vector", "tensor_scalar_reduce": "vector", "tensor_copy_predicated": "vector",
     "range_select": "vector", "select_reduce": "vector", "nc_find_index8": "vector",
     "nc_match_replace8": "vector", "nc_stream_shuffle": "vector",
+    "tensor_scalar_cumulative": "vector", "activate2": "scalar",
     "iota": "gpsimd", "affine_select": "gpsimd", "tensor_partition_reduce": "gpsimd",
+    "sequence_bounds": "gpsimd", "nonzero_with_count": "gpsimd", "nc_n_gather": "gpsimd",
+    "local_gather": "gpsimd",
     "dma_copy": "dma", "dma_transpose": "dma",
 }
 
