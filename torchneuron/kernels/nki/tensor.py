@@ -286,6 +286,22 @@ class NkiTensor:
         return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims],
                           self.offset)
 
+    def flatten_dims(self, start_dim: int, end_dim: int) -> "NkiTensor":
+        from .views import flatten_dims
+        return flatten_dims(self, start_dim, end_dim)
+
+    def reshape_dim(self, dim: int, shape) -> "NkiTensor":
+        from .views import reshape_dim
+        return reshape_dim(self, dim, shape)
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
+        from .views import rearrange
+        return rearrange(self, src_pattern, dst_pattern, fixed_sizes)
+
+    def vector_select(self, dim: int, vector_offset) -> "NkiTensor":
+        from .views import vector_select
+        return vector_select(self, dim, vector_offset)
+
     def broadcast(self, dim: int, size: int) -> "NkiTensor":
         if self.shape[dim] != 1:
             raise NkiValidationError("broadcast", f"{describe(self)}: dimension {dim} has size "
