@@ -14,6 +14,10 @@ from .isa_enums import engine
 from .rules import elements_per_partition, fail, on_chip_operand
 from .tensor import NkiTensor
 
+# Each of the GpSimd Engine's 8 cores is wired to 16 contiguous SBUF partitions (nki.isa's
+# local_gather and nonzero_with_count documentation).
+GPSIMD_CORE_PARTITIONS = 16
+
 
 def matrix(t: NkiTensor) -> torch.Tensor:
     """The view's values in float32 as (partitions, elements per partition)."""

@@ -10,9 +10,9 @@ import torch
 from . import dtypes as dt
 from .context import current
 from .errors import describe
+from .isa_common import GPSIMD_CORE_PARTITIONS
 from .rules import elements_per_partition, fail, on_chip_operand, require_same_partitions
 
-GPSIMD_CORE_PARTITIONS = 16  # partitions each of the 8 GpSimd cores serves
 LOCAL_GATHER_ELEMENTS = (1, 2, 4, 8, 16, 32)  # num_elem_per_idx values (documented)
 LOCAL_GATHER_MAX_INDICES = 4096  # indices per core (documented)
 

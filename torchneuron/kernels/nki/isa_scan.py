@@ -14,7 +14,8 @@ import torch
 from . import dtypes as dt
 from .context import current
 from .errors import describe
-from .isa_common import int_matrix, matrix, require_arch, scalar_or_vector, store
+from .isa_common import (GPSIMD_CORE_PARTITIONS, int_matrix, matrix, require_arch,
+                         scalar_or_vector, store)
 from .isa_enums import reduce_cmd as ReduceCmd
 from .ops import as_op
 from .rules import (elements_per_partition, fail, on_chip_operand, require_buffers,
@@ -27,7 +28,6 @@ _CUMULATIVE_DTYPES = ("bfloat16", "float16", "float32", "float8_e4m3", "float8_e
 _RESET = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": float("-inf"),
           "minimum": float("inf")}
 _CUMULATIVE_CMDS = (ReduceCmd.reset_reduce, ReduceCmd.reduce, ReduceCmd.load_reduce)
-GPSIMD_CORE_PARTITIONS = 16  # each of the 8 GpSimd cores serves 16 SBUF partitions
 
 
 def _running(op_name: str, x: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
