@@ -101,3 +101,27 @@ def test_vector_select_gathers_rows_per_partition():
 
     with pytest.raises(NkiValidationError, match=r"\[indirect-offset\].*reads HBM tensors only"):
         nki.jit(on_chip)(torch.zeros(1))
+
+
+def test_select_with_a_runtime_index_as_the_reference_shows():
+    @nki.jit
+    def k(hbm_t, which):
+        idx = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=idx, src=which)
+        t = nl.ndarray(hbm_t.shape[1:], hbm_t.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=hbm_t.select(0, idx))
+        out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = torch.randn(4, 128, 8)
+    torch.testing.assert_close(k(x, torch.tensor([[2]], dtype=torch.int32)), x[2])
+    with pytest.raises(NkiValidationError, match=r"\[indirect-offset\].*index 4 .* dimension 0"):
+        k(x, torch.tensor([[4]], dtype=torch.int32))
+
+    def partition(x):
+        t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        t.select(0, nisa.register_alloc(1))
+
+    with pytest.raises(NkiValidationError, match=r"\[partition-dim\].*dynamic select"):
+        nki.jit(partition)(torch.zeros(1))

@@ -240,9 +240,9 @@ class NkiTensor:
         return self[tuple(key)]
 
     def select(self, dim: int, index) -> "NkiTensor":
-        if not isinstance(index, int):
-            raise NkiUnsupportedError("select with a tensor or register index (dynamic "
-                                      "addressing) is not supported by the software NeuronCore")
+        if not isinstance(index, int):  # a tensor or register: resolved when an instruction runs
+            from .views import dynamic_select
+            return dynamic_select(self, dim, index)
         if dim == 0 and self.on_chip:
             raise NkiValidationError("partition-dim", f"{describe(self)}: select on the "
                                      "partition dimension; on-chip tensors keep dim 0")

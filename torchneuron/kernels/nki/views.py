@@ -1,7 +1,7 @@
 """The targeted tensor views of the newest NKI reference: NkiTensor.flatten_dims (merge a
 contiguous run of dimensions), reshape_dim (split one), rearrange (einops-style split, reorder,
-merge) and vector_select (per-partition rows of an HBM tensor, an indirect view). Each changes
-only shape and strides, as on the chip; no data moves."""
+merge), vector_select (per-partition rows of an HBM tensor) and select with a runtime index
+(both indirect views). Each changes only shape and strides, as on the chip; no data moves."""
 
 from __future__ import annotations
 
@@ -112,3 +112,20 @@ def vector_select(t, dim: int, vector_offset):
     rows = vector_offset.shape[0] if hasattr(vector_offset, "shape") else 0
     return IndirectView(t, (rows,) + t.shape[1:], t.strides, t.offset, t.dtype, 0,
                         vector=vector_offset)
+
+
+def dynamic_select(t, dim: int, index):
+    """t.select(dim, index) with index a one-element tensor or a register: dimension `dim` is
+    removed and the element at `index` (read when an instruction runs) taken, an indirect view
+    (rule indirect-offset for an index outside the dimension)."""
+    d = _dim(t, dim, "dim")
+    if d == 0 and t.on_chip:
+        raise NkiValidationError("partition-dim", f"{describe(t)}: a dynamic select of the "
+                                 "partition dimension; on-chip tensors keep dim 0")
+    if t.is_indirect():
+        raise NkiValidationError("indirect-offset", f"{describe(t)}: already an indirect view; "
+                                 "only one dynamic select per tensor")
+    from .indirect import IndirectView
+    shape = t.shape[:d] + t.shape[d + 1:]
+    strides = t.strides[:d] + t.strides[d + 1:]
+    return IndirectView(t, shape, strides, t.offset, t.dtype, d, scalar=index)
