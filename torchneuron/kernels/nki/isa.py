@@ -21,6 +21,7 @@ from .cores import core_barrier, sendrecv  # noqa: F401
 from .isa_select import (nc_find_index8, nc_match_replace8, range_select,  # noqa: F401
                          select_reduce)
 from .isa_activate2 import activate2  # noqa: F401
+from .isa_dma_compute import dma_compute  # noqa: F401
 from .isa_gather import local_gather, nc_n_gather  # noqa: F401
 from .isa_scan import (nonzero_with_count, sequence_bounds,  # noqa: F401
                        tensor_scalar_cumulative)
@@ -40,7 +41,6 @@ def get_nc_version() -> nc_version:
 UNSUPPORTED = {
     "nc_matmul_mx": "MX-format matmul (NeuronCore-v4 microscaling)",
     "quantize_mx": "MX quantization (NeuronCore-v4 microscaling)",
-    "dma_compute": "compute inside DMA engines",
     "rng": "the engines' random number generator",
     "rand2": "the engines' random number generator",
     "rand_set_state": "the engines' random number generator",
@@ -86,7 +86,8 @@ INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_te
                 "tensor_copy_predicated", "dropout", "range_select", "nc_find_index8",
                 "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce",
                 "sendrecv", "tensor_scalar_cumulative", "sequence_bounds",
-                "nonzero_with_count", "activate2", "local_gather", "nc_n_gather")
+                "nonzero_with_count", "activate2", "local_gather", "nc_n_gather",
+                "dma_compute")
 for _name in INSTRUCTIONS:
     globals()[_name] = _counted(globals()[_name])
 del _name
