@@ -1,5 +1,6 @@
-"""nisa.dma_compute against torch: the float32 sum of its sources cast to dst, the scatter-add
-and gather-add read-modify-writes through vector_offset, and its rules."""
+"""nisa.dma_compute against torch (the float32 sum of its sources cast to dst, the scatter-add
+and gather-add read-modify-writes through vector_offset) and nisa.tensor_copy_dynamic_src/dst
+(copies at a runtime offset), with their rules."""
 
 import pytest
 import torch
@@ -98,3 +99,36 @@ def test_dma_compute_rules():
 
     with pytest.raises(NkiValidationError, match=r"\[dma-size\].*srcs\[1\] 'small'"):
         nki.jit(sizes)(torch.zeros(1))
+
+
+def test_tensor_copy_dynamic_src_and_dst_read_the_offset_at_run_time():
+    """Copy 4 columns starting at a runtime column of each partition, and back to another."""
+    @nki.jit
+    def k(x, where):
+        t = tile_in(x)
+        w = tile_in(where)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, w)
+        mid = nl.ndarray((x.shape[0], 4), x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy_dynamic_src(dst=mid, src=t.ap([[x.shape[1], x.shape[0]], [1, 4]],
+                                                       scalar_offset=reg, indirect_dim=1))
+        o = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=o, value=0.0)
+        nisa.tensor_copy_dynamic_dst(dst=o.ap([[x.shape[1], x.shape[0]], [1, 4]],
+                                              scalar_offset=reg, indirect_dim=1), src=mid)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+
+    x = torch.randn(8, 32)
+    ref = torch.zeros(8, 32)
+    ref[:, 11:15] = x[:, 11:15]
+    torch.testing.assert_close(k(x, torch.tensor([[11]], dtype=torch.int32)), ref)
+
+    def static(x):
+        t = nl.ndarray((8, 32), nl.float32, buffer=nl.sbuf, name="t")
+        nisa.tensor_copy_dynamic_src(dst=t[:, 0:4], src=t[:, 4:8])
+
+    with pytest.raises(NkiValidationError, match=r"\[indirect-offset\].*src 't' .* must be "
+                       "dynamically indexed within each partition"):
+        nki.jit(static)(torch.zeros(1))

@@ -26,7 +26,8 @@ from .isa_gather import local_gather, nc_n_gather  # noqa: F401
 from .isa_scan import (nonzero_with_count, sequence_bounds,  # noqa: F401
                        tensor_scalar_cumulative)
 from .isa_shuffle import nc_stream_shuffle  # noqa: F401
-from .isa_memory import dma_copy, dma_transpose, memset, tensor_copy  # noqa: F401
+from .isa_memory import (dma_copy, dma_transpose, memset, tensor_copy,  # noqa: F401
+                         tensor_copy_dynamic_dst, tensor_copy_dynamic_src)
 from .isa_reduce import (bn_aggr, bn_stats, max8, tensor_partition_reduce,  # noqa: F401
                          tensor_reduce, tensor_scalar_reduce)
 from .isa_tensor_engine import nc_matmul, nc_transpose  # noqa: F401
@@ -48,8 +49,6 @@ UNSUPPORTED = {
     "set_rng_seed": "the engines' random number generator",
     "topk": "GpSimd top-K over a 16-partition snake layout, whose output placement is not "
             "documented",
-    "tensor_copy_dynamic_src": "dynamic (register) addressing",
-    "tensor_copy_dynamic_dst": "dynamic (register) addressing",
 }
 
 
@@ -87,7 +86,7 @@ INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_te
                 "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce",
                 "sendrecv", "tensor_scalar_cumulative", "sequence_bounds",
                 "nonzero_with_count", "activate2", "local_gather", "nc_n_gather",
-                "dma_compute")
+                "dma_compute", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst")
 for _name in INSTRUCTIONS:
     globals()[_name] = _counted(globals()[_name])
 del _name

@@ -1,5 +1,5 @@
 """Data movement: dma_copy and dma_transpose (DMA engines: HBM and SBUF, never PSUM),
-tensor_copy (compute engines, on chip) and memset.
+tensor_copy and its dynamically addressed forms (compute engines, on chip) and memset.
 
 A copy between equal dtypes moves bits; between different dtypes it casts through float32, as
 the documentation of each instruction says.
@@ -17,7 +17,7 @@ from .isa_enums import dge_mode as DgeMode
 from .isa_enums import engine as Engine
 from .isa_enums import oob_mode as OobMode
 from .rules import (fail, on_chip_operand, require_buffers, require_partitions,
-                    require_same_free_size, require_same_partitions)
+                    require_same_free_size, require_same_partitions, require_tensor)
 
 
 def _move(dst, src, run) -> None:
@@ -122,6 +122,29 @@ def tensor_copy(dst, src, engine=Engine.unknown, dtype=None, name=None):
             _move(dst, src, run)
         else:
             dst.write(dt.to_float32(dt.from_float32(src.read_f32(), cast), cast).reshape(-1), run)
+
+
+def _dynamic(instr: str, role: str, t) -> None:
+    """The operand the instruction addresses at a runtime offset within each partition: a view
+    made by .ap(scalar_offset=, indirect_dim=d) or .select(d, register), d a free dimension."""
+    require_tensor(instr, role, t)
+    if not t.is_indirect() or t.scalar is None or t.indirect_dim == 0:
+        fail("indirect-offset", f"{instr}: {role} {describe(t)} must be dynamically indexed "
+             "within each partition (.ap(..., scalar_offset=reg, indirect_dim=d) or "
+             ".select(d, reg), d a free dimension); use nisa.tensor_copy for a static copy")
+
+
+def tensor_copy_dynamic_src(dst, src, engine=Engine.unknown, name=None):
+    """nisa.tensor_copy from a src at a runtime offset within each partition (the offset is
+    read when the instruction runs)."""
+    _dynamic("nisa.tensor_copy_dynamic_src", "src", src)
+    tensor_copy(dst, src, engine=engine)
+
+
+def tensor_copy_dynamic_dst(dst, src, engine=Engine.unknown, name=None):
+    """nisa.tensor_copy to a dst at a runtime offset within each partition."""
+    _dynamic("nisa.tensor_copy_dynamic_dst", "dst", dst)
+    tensor_copy(dst, src, engine=engine)
 
 
 def memset(dst, value, engine=Engine.unknown, name=None):
