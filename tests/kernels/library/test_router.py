@@ -44,6 +44,17 @@ def test_kernel_in_the_simulator_on_cpu_tensors():
     assert torch.equal(indices.long(), ref_indices)
 
 
+@pytest.mark.parametrize("experts, k", [(20, 10), (3, 3), (64, 8)])
+def test_kernel_selects_eight_at_a_time(experts, k):
+    """More than 8 chosen (two rounds of max8 + nc_match_replace8), fewer than 8 experts (a
+    padded row) and exactly 8 of many, against torch.topk."""
+    x, w = torch.randn(40, 16), torch.randn(experts, 16)
+    _, _, scores, indices = router_topk_kernel(x, w, k)
+    _, ref_scores, ref_indices = kl.router_topk_reference(x, w, k)
+    torch.testing.assert_close(scores, ref_scores)
+    assert torch.equal(indices.long(), ref_indices)
+
+
 def test_errors():
     x, w = torch.randn(4, 8, device="neuron"), torch.randn(3, 8, device="neuron")
     with pytest.raises(ValueError, match="k=4 must be an integer between 1 and the 3 experts"):

@@ -3,9 +3,9 @@
     scores, indices = top-k of probs,  scores /= scores.sum(-1)
 returning (logits, scores, indices) in transformers' MixtralTopKRouter order.
 
-The engines have no gather or sort: the kernel finds the k largest by k rounds of row max, the
-column whose value equals it (an iota compare; the largest such column on a tie), and knocking
-that column out. The backward (indices carry none) goes through the normalisation and the
+The Vector Engine finds the k largest of a row 8 at a time: nisa.max8 gives a row's 8 largest
+values, nisa.nc_match_replace8 their columns while knocking them out for the next 8 (rows with
+fewer than 8 experts are padded with a value below every probability). The backward (indices carry none) goes through the normalisation and the
 softmax: with s the selected probabilities and S their sum,
     dp[idx] = (dscore - sum(dscore * score)) / S,  dlogits = p * (dp - sum(dp * p)) + dlogits_out,
     dx = dlogits @ w_router,  dw_router = dlogits^T @ x.
@@ -26,7 +26,8 @@ from . import checks
 from .matmul import matmul_into, matmul_kernel
 from .mode import eager_fast, simulating
 
-KNOCK_OUT = -3.0  # added to a chosen probability (<= 1), it falls below every other (>= 0)
+KNOCK_OUT = -3.0  # below every probability (>= 0): a chosen or padding column is never chosen
+SEARCH_WIDTH = 8  # nisa.max8 and nc_match_replace8 search at least 8 elements per partition
 
 
 def router_topk_reference(x, w_router, k):
@@ -65,32 +66,23 @@ def router_topk_kernel(x, w_router, k):
         p = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=p, data=e, op0=nl.multiply, operand0=inv_total)
         nl.store(probs_out[r0:r0 + n, :], p)
-        ids = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.iota(dst=ids, pattern=[[1, experts]], offset=0)
-        remaining = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=remaining, src=p)
+        width = max(experts, SEARCH_WIDTH)
+        remaining = nl.ndarray((n, width), dtype=nl.float32, buffer=nl.sbuf)
+        if width > experts:
+            nisa.memset(dst=remaining[:, experts:width], value=KNOCK_OUT)
+        nisa.tensor_copy(dst=remaining[:, 0:experts], src=p)
         top = nl.ndarray((n, k), dtype=nl.float32, buffer=nl.sbuf)
         top_ids = nl.ndarray((n, k), dtype=nl.float32, buffer=nl.sbuf)
-        for r in nl.sequential_range(k):
-            nisa.tensor_reduce(dst=top[:, r:r + 1], op=nl.maximum, data=remaining, axis=(1,))
-            is_max = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=is_max, data=remaining, op0=nl.subtract,
-                               operand0=top[:, r:r + 1], op1=nl.equal, operand1=0.0)
-            # (ids + 1) * is_max - 1: the matching column, -1 elsewhere; its max is the index
-            marked = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.scalar_tensor_tensor(dst=marked, data=ids, op0=nl.add, operand0=1.0,
-                                      op1=nl.multiply, operand1=is_max)
-            nisa.tensor_reduce(dst=top_ids[:, r:r + 1], op=nl.maximum, data=marked, axis=(1,))
-            nisa.tensor_scalar(dst=top_ids[:, r:r + 1], data=top_ids[:, r:r + 1],
-                               op0=nl.subtract, operand0=1.0)
-            # knock the chosen column out of the next rounds
-            chosen = nl.ndarray((n, experts), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=chosen, data=ids, op0=nl.subtract,
-                               operand0=top_ids[:, r:r + 1], op1=nl.equal, operand1=0.0)
-            nisa.scalar_tensor_tensor(dst=chosen, data=chosen, op0=nl.multiply,
-                                      operand0=KNOCK_OUT, op1=nl.add,
-                                      operand1=remaining)
-            remaining = chosen
+        for c0 in nl.sequential_range(0, k, 8):
+            take = min(8, k - c0)
+            best = nl.ndarray((n, 8), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.max8(dst=best, src=remaining)
+            # their columns, and each chosen column knocked out of the next round
+            where = nl.ndarray((n, 8), dtype=nl.uint32, buffer=nl.sbuf)
+            nisa.nc_match_replace8(dst=remaining, data=remaining, vals=best, imm=KNOCK_OUT,
+                                   dst_idx=where)
+            nisa.tensor_copy(dst=top[:, c0:c0 + take], src=best[:, 0:take])
+            nisa.tensor_copy(dst=top_ids[:, c0:c0 + take], src=where[:, 0:take])
         norm = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=norm, op=nl.add, data=top, axis=(1,))
         inv_norm = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.sbuf)
