@@ -61,7 +61,7 @@ class IndirectView(NkiTensor):
     def is_indirect(self) -> bool:
         return True
 
-    def _view(self, *args, **kwargs):
+    def strided_view(self, *args, **kwargs):
         raise NkiValidationError("indirect-offset", f"{describe(self)}: an indirect access "
                                  "pattern cannot be sliced or viewed again; put the whole "
                                  "access in one .ap()")

@@ -163,7 +163,9 @@ class NkiTensor:
 
     # ---- views -----------------------------------------------------------------------------------
 
-    def _view(self, shape, strides, offset, dtype=None) -> "NkiTensor":
+    def strided_view(self, shape, strides, offset, dtype=None) -> "NkiTensor":
+        """Another view of this tensor's storage: every view method (here and in views.py)
+        builds its result with it; an indirect view refuses it."""
         return NkiTensor(self._storage, shape, strides, offset, dtype or self.dtype, self.name)
 
     def __getitem__(self, key) -> "NkiTensor":
@@ -232,7 +234,7 @@ class NkiTensor:
             pos = sum(1 for d in kept if d < dim)
             shape.insert(pos, 1)
             strides.insert(pos, stride)
-        return self._view(shape, strides, offset)
+        return self.strided_view(shape, strides, offset)
 
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> "NkiTensor":
         key = [slice(None)] * self.ndim
@@ -252,7 +254,7 @@ class NkiTensor:
         strides = list(self.strides)
         offset = self.offset + index * self.strides[dim]
         del shape[dim], strides[dim]
-        return self._view(shape, strides, offset)
+        return self.strided_view(shape, strides, offset)
 
     def reshape(self, shape) -> "NkiTensor":
         shape = list(shape) if isinstance(shape, (tuple, list)) else [shape]
@@ -273,7 +275,7 @@ class NkiTensor:
             raise NkiValidationError("reshape", f"{describe(self)} with strides {self.strides} "
                                      f"cannot be viewed as {shape} without moving data; copy it "
                                      "to a contiguous tensor first (nisa.tensor_copy)") from None
-        return self._view(shape, strides, self.offset)
+        return self.strided_view(shape, strides, self.offset)
 
     def permute(self, dims) -> "NkiTensor":
         dims = tuple(dims)
@@ -283,7 +285,7 @@ class NkiTensor:
         if self.on_chip and dims[0] != 0:
             raise NkiValidationError("partition-dim", f"{describe(self)}: permute {dims} moves "
                                      "the partition dimension; on-chip tensors keep dim 0 first")
-        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims],
+        return self.strided_view([self.shape[d] for d in dims], [self.strides[d] for d in dims],
                           self.offset)
 
     def flatten_dims(self, start_dim: int, end_dim: int) -> "NkiTensor":
@@ -312,7 +314,7 @@ class NkiTensor:
                                      "which copies the data to every partition")
         shape, strides = list(self.shape), list(self.strides)
         shape[dim], strides[dim] = int(size), 0
-        return self._view(shape, strides, self.offset)
+        return self.strided_view(shape, strides, self.offset)
 
     def broadcast_to(self, shape) -> "NkiTensor":
         from . import language
@@ -325,7 +327,7 @@ class NkiTensor:
         shape, strides = list(self.shape), list(self.strides)
         shape.insert(dim, 1)
         strides.insert(dim, strides[dim] * shape[dim + 1] if dim < len(strides) else 1)
-        return self._view(shape, strides, self.offset)
+        return self.strided_view(shape, strides, self.offset)
 
     def squeeze_dim(self, dim: int) -> "NkiTensor":
         if self.shape[dim] != 1:
@@ -336,13 +338,13 @@ class NkiTensor:
                                      "the partition dimension and at least 2 dimensions")
         shape, strides = list(self.shape), list(self.strides)
         del shape[dim], strides[dim]
-        return self._view(shape, strides, self.offset)
+        return self.strided_view(shape, strides, self.offset)
 
     def view(self, dtype) -> "NkiTensor":
         """Reinterprets the bits as another dtype; the last dimension rescales."""
         dtype = dt.as_nki_dtype(dtype)
         if dtype.itemsize == self.dtype.itemsize:
-            return self._view(self.shape, self.strides, self.offset, dtype)
+            return self.strided_view(self.shape, self.strides, self.offset, dtype)
         if self.strides[-1] != 1:
             raise NkiValidationError("view", f"{describe(self)}: view({dtype}) needs the last "
                                      "dimension contiguous")
@@ -354,7 +356,7 @@ class NkiTensor:
                                      f"to {new}-byte elements")
         shape = list(self.shape[:-1]) + [last_bytes // new]
         strides = [s * old // new for s in self.strides[:-1]] + [1]
-        return self._view(shape, strides, self.offset * old // new, dtype)
+        return self.strided_view(shape, strides, self.offset * old // new, dtype)
 
     def ap(self, pattern, offset=None, dtype=None, scalar_offset=None, vector_offset=None,
            indirect_dim=None) -> "NkiTensor":
@@ -380,7 +382,7 @@ class NkiTensor:
         if offset < 0 or last >= self._storage.typed(dtype).numel():
             raise NkiValidationError("index-bounds", f"{describe(self)}: access pattern "
                                      f"{pattern} at offset {offset} leaves the storage")
-        return self._view(shape, strides, offset, dtype)
+        return self.strided_view(shape, strides, offset, dtype)
 
     # ---- operators: the nl functions ------------------------------------------------------------
 

@@ -36,7 +36,7 @@ def flatten_dims(t, start_dim: int, end_dim: int):
     stride = t.strides[inner[-1]] if inner else t.strides[end]
     shape = t.shape[:start] + (math.prod(t.shape[start:end + 1]),) + t.shape[end + 1:]
     strides = t.strides[:start] + (stride,) + t.strides[end + 1:]
-    return t._view(shape, strides, t.offset)
+    return t.strided_view(shape, strides, t.offset)
 
 
 def reshape_dim(t, dim: int, shape):
@@ -59,7 +59,7 @@ def reshape_dim(t, dim: int, shape):
         strides.append(step)
         step *= s
     strides.reverse()
-    return t._view(t.shape[:d] + tuple(sizes) + t.shape[d + 1:],
+    return t.strided_view(t.shape[:d] + tuple(sizes) + t.shape[d + 1:],
                    t.strides[:d] + tuple(strides) + t.strides[d + 1:], t.offset)
 
 
