@@ -16,28 +16,9 @@ from array import array
 import torch
 import torch.distributed as dist
 
-from ..runtime import config
 from . import agreement_channel, flight_recorder, forensics
+from .checked_collectives import AGREEING_ARGS, CHECKED_OPS, flatten_tensors, is_enabled
 
-# Which tensors of each op must look the same on every rank (argument positions; the op's
-# schema is in torch/csrc/distributed/c10d/Ops.cpp). alltoall_base_ has its own rule.
-# internal: see runtime/torch_internals.py "torch.ops.c10d.<op>.default._schema"
-AGREEING_ARGS = {
-    "allreduce_": 0, "allreduce_coalesced_": 0, "broadcast_": 0, "reduce_": 0,
-    "allgather_": 1, "_allgather_base_": 1, "allgather_coalesced_": 1,
-    "allgather_into_tensor_coalesced_": 1, "reduce_scatter_": 0, "_reduce_scatter_base_": 0,
-    "reduce_scatter_tensor_coalesced_": 0, "alltoall_": 1, "gather_": 1, "scatter_": 0,
-}
-CHECKED_OPS = tuple(AGREEING_ARGS) + ("alltoall_base_",)
-# None: as the configuration says (NEURON_DIST_CHECK), read at the first check, not at import.
-enabled: bool | None = None
-
-
-def is_enabled() -> bool:
-    global enabled
-    if enabled is None:
-        enabled = config.current().dist_check
-    return enabled
 # dist.barrier is checked too (barriers.py), before it reaches gloo on CPU tensors.
 _OP_CODES = {name: i + 1 for i, name in enumerate(CHECKED_OPS + ("barrier",))}
 _DTYPES = [getattr(torch, n) for n in (
@@ -50,12 +31,6 @@ _MAX_DIMS = 8
 # tensor: dtype, ndim, dims; then (alltoall_base_ only) elements sent to / expected from each rank.
 _OP, _COUNT, _HASH, _VALID, _DTYPE, _NDIM, _DIMS = range(7)
 _HEAD = _DIMS + _MAX_DIMS
-
-
-def _flatten(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    return [t for v in value for t in _flatten(v)]
 
 
 def _signature(tensors: list[torch.Tensor]) -> list[int]:
@@ -89,7 +64,7 @@ def _fingerprint(op_name: str, args: tuple, world: int) -> list[int]:
         dtype, dims = inp.dtype, list(inp.shape[1:])
         sig = [_DTYPE_CODES.get(dtype, 0), *dims]
     else:
-        tensors = _flatten(args[AGREEING_ARGS[op_name]]) if op_name in AGREEING_ARGS else []
+        tensors = flatten_tensors(args[AGREEING_ARGS[op_name]]) if op_name in AGREEING_ARGS else []
         sig = _signature(tensors)
         dtype, dims = (tensors[0].dtype, list(tensors[0].shape)) if tensors else (None, [])
     fp[_OP] = _OP_CODES[op_name]

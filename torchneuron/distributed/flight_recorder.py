@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 
 from ..runtime import config
+from .checked_collectives import AGREEING_ARGS, flatten_tensors, is_enabled
 
 # gloo's profiling title (its AsyncWork's) for each c10d op the backend checks, which is what the
 # pending entry must say for fr_trace to compare it with other ranks' entries.
@@ -141,9 +142,7 @@ def _neuron_groups() -> dict[str, dist.ProcessGroup]:
 
 
 def _sizes(value) -> tuple[list, list]:
-    from .agreement import _flatten  # the same reading of an op's tensor arguments
-
-    tensors = [t for t in _flatten(value) if isinstance(t, torch.Tensor)] if value is not None \
+    tensors = [t for t in flatten_tensors(value) if isinstance(t, torch.Tensor)] if value is not None \
         else []
     return [list(t.shape) for t in tensors], [_dtype_name(t.dtype) for t in tensors]
 
@@ -175,8 +174,6 @@ def _frames(thread: int) -> list[dict[str, Any]]:
 
 def _pending_entry(name: str, waiting_op: _Pending, entries: list[dict], record_id: int,
                    timeout_ms: int) -> dict[str, Any]:
-    from .agreement import AGREEING_ARGS
-
     mine = [e for e in entries if e["process_group"][0] == name]
     last = mine[-1] if mine else None
     group = _neuron_groups().get(name)
@@ -226,14 +223,12 @@ def waiting_now() -> list[tuple[str, _Pending, list[dict[str, Any]]]]:
 # internal: see runtime/torch_internals.py "c10d FlightRecorder dump format"
 def complete(raw: dict[str, Any], waiting: list | None = None) -> dict[str, Any]:
     """The raw dump, with the group table, the states and the collectives threads wait in."""
-    from . import agreement
-
     raw["pg_config"] = _group_table()
     entries = raw.get("entries")
     if entries is None:
         return raw
     neuron = _neuron_groups()
-    checked = agreement.is_enabled()
+    checked = is_enabled()
     for e in entries:
         name = e["process_group"][0]
         if e["profiling_name"] in _P2P or e["state"] != "scheduled":

@@ -10,20 +10,9 @@ import re
 from typing import Any
 
 from . import hidden_factors
-
-HIDDEN = 64
-HEADS = 4
-KV_HEADS = 2
-HEAD_DIM = HIDDEN // HEADS
-INTERMEDIATE = 64
-LAYERS = 2
-VOCAB = 256
-MAX_POSITIONS = 512
-IMAGE_SIZE = 32
-PATCH_SIZE = 4
-EXPERTS = 4
-EXPERTS_PER_TOKEN = 2
-QUERIES = 16
+from .tiny_sizes import (EXPERT_KEYS, EXPERTS, EXPERTS_PER_TOKEN, HEAD_DIM, HEADS, HIDDEN,
+                         IMAGE_SIZE, INTERMEDIATE, KV_HEADS, LAYERS, MAX_POSITIONS, PATCH_SIZE,
+                         QUERIES, TOPK_KEYS, VOCAB)
 
 _HIDDEN_KEYS = {
     "hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "dim", "d_embed", "model_dim",
@@ -55,9 +44,6 @@ _INTERMEDIATE_KEYS = {
 }
 _SMALL_INTERMEDIATE_KEYS = {"moe_intermediate_size", "shared_expert_intermediate_size",
                             "expert_intermediate_size"}
-_EXPERT_KEYS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"}
-_TOPK_KEYS = {"num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k", "moe_k",
-               "num_experts_per_token", "experts_per_token"}
 _POSITION_KEYS = {"max_position_embeddings", "n_positions", "max_target_positions",
                   "max_source_positions", "n_ctx", "max_seq_len", "max_sequence_length"}
 _DEPTH_KEYS = {"depth", "num_blocks", "n_layers", "n_layer"}
@@ -140,9 +126,9 @@ def _shrink_int(key: str, value: int) -> int:
         return min(value, INTERMEDIATE)
     if key in _SMALL_INTERMEDIATE_KEYS:
         return min(value, INTERMEDIATE // 2)
-    if key in _EXPERT_KEYS:
+    if key in EXPERT_KEYS:
         return min(value, EXPERTS)
-    if key in _TOPK_KEYS:
+    if key in TOPK_KEYS:
         return min(value, EXPERTS_PER_TOKEN)
     if key in ("n_group", "topk_group", "n_shared_experts", "num_shared_experts", "num_group",
                "num_expert_group"):
@@ -263,8 +249,8 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
         kv, query = f"{side}num_key_value_heads", f"{side}num_attention_heads"
         if kv in d and isinstance(out.get(query), int) and d[kv] in (None, d.get(query)):
             out[kv] = out[query]
-    topk = next((k for k in _TOPK_KEYS if k in d and d[k] is None), None)
-    if topk and any(isinstance(out.get(k), int) for k in _EXPERT_KEYS):
+    topk = next((k for k in TOPK_KEYS if k in d and d[k] is None), None)
+    if topk and any(isinstance(out.get(k), int) for k in EXPERT_KEYS):
         out[topk] = EXPERTS_PER_TOKEN  # left unset in defaults that checkpoints always set
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .shrink import EXPERTS, EXPERTS_PER_TOKEN, HEAD_DIM, HEADS, INTERMEDIATE, _EXPERT_KEYS, _TOPK_KEYS
+from .tiny_sizes import (EXPERT_KEYS, EXPERTS, EXPERTS_PER_TOKEN, HEAD_DIM, HEADS, INTERMEDIATE,
+                         TOPK_KEYS)
 
 PROFILE = "unset sizes set"
 CLIP_BOUND = 8.0  # DBRX's checkpoints clip queries, keys and values to 8
@@ -39,13 +40,13 @@ def give_unset_sizes(d: dict[str, Any]) -> None:
     for value in d.values():
         if isinstance(value, dict):
             give_unset_sizes(value)
-    if any(k in d for k in _EXPERT_KEYS):
+    if any(k in d for k in EXPERT_KEYS):
         for key in d:
             if d[key] is not None:
                 continue
-            if key in _EXPERT_KEYS:
+            if key in EXPERT_KEYS:
                 d[key] = EXPERTS
-            elif key in _TOPK_KEYS or key == "top_k_experts":
+            elif key in TOPK_KEYS or key == "top_k_experts":
                 d[key] = EXPERTS_PER_TOKEN
             elif key in _EXPERT_WIDTH_KEYS:
                 d[key] = INTERMEDIATE // 2

@@ -16,6 +16,7 @@ import torch
 
 from . import buffers as buf
 from . import dtypes as dt
+from . import tensor as _tensor_methods
 from .errors import NkiError, NkiValidationError, describe_parts
 from .placement import OnChipMemory
 from .rules import Limits
@@ -257,3 +258,6 @@ class running:
     def __exit__(self, *exc):
         _local.run = self.previous
         return False
+
+
+_tensor_methods.provide(active=active)

@@ -22,6 +22,8 @@ from .errors import NkiUnsupportedError, NkiValidationError, describe
 from .registers import dynamic_range, fori_loop, while_loop  # noqa: F401
 from .rules import elements_per_partition as _epp
 from .rules import on_chip_operand as _on_chip
+from . import tensor as _tensor_methods
+from . import views as _views  # noqa: F401  (provides NkiTensor's reshaping views)
 from .tensor import DynSlice, NkiTensor
 
 # ---- dtypes ------------------------------------------------------------------------------------
@@ -531,3 +533,8 @@ def broadcast_to(src, shape):
 def expand_dims(x, axis):
     """The view x.expand_dim(axis)."""
     return x.expand_dim(axis)
+
+
+# NkiTensor's operators (x + y, x * y, ...) and its broadcast_to are these functions.
+_tensor_methods.provide(**{name: globals()[name] for name in (
+    "add", "subtract", "multiply", "divide", "negative", "power")}, broadcast_to=broadcast_to)

@@ -9,12 +9,24 @@ cost nothing and share their storage; `read` and `write` are how instructions to
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
 from . import dtypes as dt
 from .buffers import Storage
 from .errors import NkiUnsupportedError, NkiValidationError, describe
+
+
+# The methods of a tensor that are functions of the modules above this one: language.py's
+# operators and broadcast_to, views.py's reshaping and dynamic views, indirect.py's IndirectView,
+# context.py's active run. Those modules hand them over as they load (provide()), so that this
+# module imports none of them (no import circle); importing any part of the package loads them all.
+_above: dict[str, Callable] = {}
+
+
+def provide(**functions: Callable) -> None:
+    _above.update(functions)
 
 
 class DynSlice:
@@ -243,8 +255,7 @@ class NkiTensor:
 
     def select(self, dim: int, index) -> "NkiTensor":
         if not isinstance(index, int):  # a tensor or register: resolved when an instruction runs
-            from .views import dynamic_select
-            return dynamic_select(self, dim, index)
+            return _above["dynamic_select"](self, dim, index)
         if dim == 0 and self.on_chip:
             raise NkiValidationError("partition-dim", f"{describe(self)}: select on the "
                                      "partition dimension; on-chip tensors keep dim 0")
@@ -289,20 +300,16 @@ class NkiTensor:
                           self.offset)
 
     def flatten_dims(self, start_dim: int, end_dim: int) -> "NkiTensor":
-        from .views import flatten_dims
-        return flatten_dims(self, start_dim, end_dim)
+        return _above["flatten_dims"](self, start_dim, end_dim)
 
     def reshape_dim(self, dim: int, shape) -> "NkiTensor":
-        from .views import reshape_dim
-        return reshape_dim(self, dim, shape)
+        return _above["reshape_dim"](self, dim, shape)
 
     def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None) -> "NkiTensor":
-        from .views import rearrange
-        return rearrange(self, src_pattern, dst_pattern, fixed_sizes)
+        return _above["rearrange"](self, src_pattern, dst_pattern, fixed_sizes)
 
     def vector_select(self, dim: int, vector_offset) -> "NkiTensor":
-        from .views import vector_select
-        return vector_select(self, dim, vector_offset)
+        return _above["vector_select"](self, dim, vector_offset)
 
     def broadcast(self, dim: int, size: int) -> "NkiTensor":
         if self.shape[dim] != 1:
@@ -317,8 +324,7 @@ class NkiTensor:
         return self.strided_view(shape, strides, self.offset)
 
     def broadcast_to(self, shape) -> "NkiTensor":
-        from . import language
-        return language.broadcast_to(self, shape)
+        return _above["broadcast_to"](self, shape)
 
     def expand_dim(self, dim: int) -> "NkiTensor":
         if dim == 0 and self.on_chip:
@@ -370,8 +376,7 @@ class NkiTensor:
         if storage.pitch is not None and self.on_chip and strides[0] == storage.free_size:
             strides[0] = storage.pitch  # the kernel counts partitions in its tensor's free size
         if scalar_offset is not None or vector_offset is not None:
-            from .indirect import IndirectView
-            return IndirectView(self, shape, strides, offset, dtype,
+            return _above["IndirectView"](self, shape, strides, offset, dtype,
                                 0 if indirect_dim is None else indirect_dim,
                                 scalar=scalar_offset, vector=vector_offset)
         if self.on_chip and strides[0] != self._storage.partition_stride:
@@ -387,50 +392,39 @@ class NkiTensor:
     # ---- operators: the nl functions ------------------------------------------------------------
 
     def __add__(self, other):
-        from . import language
-        return language.add(self, other)
+        return _above["add"](self, other)
 
     def __radd__(self, other):
-        from . import language
-        return language.add(other, self)
+        return _above["add"](other, self)
 
     def __sub__(self, other):
-        from . import language
-        return language.subtract(self, other)
+        return _above["subtract"](self, other)
 
     def __rsub__(self, other):
-        from . import language
-        return language.subtract(other, self)
+        return _above["subtract"](other, self)
 
     def __mul__(self, other):
-        from . import language
-        return language.multiply(self, other)
+        return _above["multiply"](self, other)
 
     def __rmul__(self, other):
-        from . import language
-        return language.multiply(other, self)
+        return _above["multiply"](other, self)
 
     def __truediv__(self, other):
-        from . import language
-        return language.divide(self, other)
+        return _above["divide"](self, other)
 
     def __rtruediv__(self, other):
-        from . import language
-        return language.divide(other, self)
+        return _above["divide"](other, self)
 
     def __neg__(self):
-        from . import language
-        return language.negative(self)
+        return _above["negative"](self)
 
     def __pow__(self, other):
-        from . import language
-        return language.power(self, other)
+        return _above["power"](self, other)
 
     def __bool__(self) -> bool:
         """`assert nl.equal(a, b)`: true when every element is nonzero (true while tracing
         shapes, when values are unknown)."""
-        from .context import active
-        run = active()
+        run = _above["active"]()
         if run is not None and not run.computes:
             return True
         return bool((self.read_f32() != 0).all())

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 
+from . import tensor
 from .errors import NkiValidationError, describe
+from .indirect import IndirectView
 
 
 def _dim(t, dim: int, what: str) -> int:
@@ -108,7 +110,6 @@ def vector_select(t, dim: int, vector_offset):
     if t.is_indirect():
         raise NkiValidationError("indirect-offset", f"{describe(t)}: already an indirect view; "
                                  "only one dynamic select per tensor")
-    from .indirect import IndirectView
     rows = vector_offset.shape[0] if hasattr(vector_offset, "shape") else 0
     return IndirectView(t, (rows,) + t.shape[1:], t.strides, t.offset, t.dtype, 0,
                         vector=vector_offset)
@@ -125,7 +126,10 @@ def dynamic_select(t, dim: int, index):
     if t.is_indirect():
         raise NkiValidationError("indirect-offset", f"{describe(t)}: already an indirect view; "
                                  "only one dynamic select per tensor")
-    from .indirect import IndirectView
     shape = t.shape[:d] + t.shape[d + 1:]
     strides = t.strides[:d] + t.strides[d + 1:]
     return IndirectView(t, shape, strides, t.offset, t.dtype, d, scalar=index)
+
+
+tensor.provide(flatten_dims=flatten_dims, reshape_dim=reshape_dim, rearrange=rearrange,
+               vector_select=vector_select, dynamic_select=dynamic_select)
