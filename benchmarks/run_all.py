@@ -61,6 +61,7 @@ RUNS = (
     Run("flight_recorder_cost.py", "2 processes, 5 runs per setting"),
     Run("nki_simulator.py", "NKI kernels on the software NeuronCore"),
     Run("kernels.py", "1 thread", ("--threads", "1")),
+    Run("time_model.py", "published Trainium figures against the time model"),
     Run("serving.py", "3 rounds, in .venv-serve (make serve-demo creates it)", ("--rounds", "3"),
         python=".venv-serve/bin/python"),
 )

@@ -5,9 +5,10 @@ says what it models, what it does not, and how far off it is."""
 
 from .layout import Layout, machine_named
 from .predict import Prediction, predict, trace_transformer
+from . import engines
 from .price import price
 from .trace import collective, mark_resident, trace
 from .transformer import CONFIGS, TransformerConfig, config_named
 
-__all__ = ["CONFIGS", "Layout", "Prediction", "TransformerConfig", "collective", "config_named",
+__all__ = ["CONFIGS", "engines", "Layout", "Prediction", "TransformerConfig", "collective", "config_named",
            "machine_named", "mark_resident", "predict", "price", "trace", "trace_transformer"]
