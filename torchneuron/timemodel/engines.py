@@ -93,16 +93,25 @@ def _matmul_cycles(stationary_free: int, k: int, moving_free: int, machine: Mach
     return math.ceil(k / k_tile) * math.ceil(stationary_free / machine.array) * per_stationary
 
 
+def _gpu_waves_s(m: int, k: int, n: int, machine: MachineProfile, lnc: int,
+                 dtype: torch.dtype, batch: int) -> float:
+    """Output tiles of `array` columns and `array` rows (half as many rows for a skinny
+    operand: Hopper's smallest warpgroup MMA is 64 rows), one per SM per wave."""
+    rows = machine.array // 2 if m <= machine.array // 2 else machine.array
+    tiles = batch * math.ceil(m / rows) * math.ceil(n / machine.array)
+    waves = math.ceil(tiles / machine.sms)
+    per_sm = peak_flops_per_rank(machine, lnc, dtype) / machine.sms
+    return waves * 2 * rows * machine.array * k / per_sm / machine.compute_efficiency
+
+
 def tensor_engine_s(m: int, k: int, n: int, machine: MachineProfile, lnc: int,
                     dtype: torch.dtype = torch.bfloat16, batch: int = 1) -> float:
     """C[m, n] = A[m, k] @ B[k, n], `batch` times, on one rank."""
     if min(m, k, n, batch) <= 0:
         return 0.0
     if machine.kind == "gpu":
-        tiles = batch * math.ceil(m / machine.array) * math.ceil(n / machine.array)
-        waves = math.ceil(tiles / machine.sms)
-        per_sm = peak_flops_per_rank(machine, lnc, dtype) / machine.sms
-        return waves * 2 * machine.array * machine.array * k / per_sm / machine.compute_efficiency
+        return min(_gpu_waves_s(m, k, n, machine, lnc, dtype, batch),
+                   _gpu_waves_s(n, k, m, machine, lnc, dtype, batch))
     # Double-row FP8 on NeuronCore-v3 and later takes a contraction of 256 per instruction.
     fp8_double = _is_fp8(dtype) and machine.peak_fp8_flops_per_chip > machine.peak_bf16_flops_per_chip
     k_tile = machine.array * (2 if fp8_double else 1)

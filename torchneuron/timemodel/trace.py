@@ -80,12 +80,23 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         packet = func.overloadpacket
+        name = packet.__name__
+        if name == "_local_scalar_dense":
+            # `.item()`: a fake tensor has no value to read. The trace records the host sync and
+            # goes on with a zero of the tensor's kind (code that branches on it takes one path).
+            self.trace.ops.append(OpRecord(name=name, inputs=_operands(args, self.resident),
+                                           outputs=[], host=True))
+            dtype = args[0].dtype
+            return False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0
+        out = func(*args, **kwargs)
         flops = 0
         if packet in flop_registry:
             flops = int(flop_registry[packet](*args, **kwargs, out_val=out))
-        name = packet.__name__
+        elif "scaled_dot_product" in name and "backward" not in name:
+            # The CPU's fused attention has no formula in flop_counter: QK^T and PV.
+            q, k = args[0], args[1]
+            flops = 4 * q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] * q.shape[3]
         inputs = _operands((args, kwargs), self.resident)
         self.trace.ops.append(OpRecord(
             name=name, inputs=inputs, outputs=_operands(out, self.resident), flops=flops,

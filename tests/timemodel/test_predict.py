@@ -1,0 +1,120 @@
+"""The time model's fake-tensor path (torchneuron/timemodel/trace.py, predict.py, price.py): a
+model far too large for this machine traced and priced at full size, a one-op trace priced by
+hand, host stalls, and the errors a bad configuration raises."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from torchneuron.runtime.profiles import MACHINES
+from torchneuron.timemodel.collectives import collective_s
+from torchneuron.timemodel import (CONFIGS, Layout, collective, engines, machine_named, predict,
+                                   price, trace)
+
+TRN2 = MACHINES["trn2"]
+
+
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_a_70b_model_that_cannot_be_allocated_here_is_traced_at_full_size():
+    cfg = CONFIGS["llama-3-70b"]
+    assert cfg.parameters * 2 > _memory_bytes(), "the case must not fit this machine"
+    p = predict("llama-3-70b", "trn2", Layout(64, tp=64), "decode", 1, 4096)
+    assert p.trace_s < 60
+    # A decode step multiplies the token by every weight of the rank once (2 FLOPs each) and
+    # attends over the cache (4 * context * head_dim per head). A rank holds 1 of the 64 query
+    # heads, 1 KV head (8 KV heads replicated over 64 ranks), 28672 / 64 = 448 MLP columns and
+    # ceil(128256 / 64) = 2004 rows of the vocabulary.
+    layer = 2 * (8192 * 3 * 128 + 128 * 8192 + 3 * 8192 * 448) + 4 * 4096 * 128
+    assert p.priced.flops == 80 * layer + 2 * 8192 * 2004
+    # Two all-reduces per layer and one after the embedding, each of one token's hidden state.
+    reduces = p.priced.by_op["collective:all_reduce:tp"]
+    one = collective_s("all_reduce", cfg.hidden * 2, 64, TRN2, 2)
+    assert reduces == pytest.approx((2 * cfg.layers + 1) * one)
+    # Memory bound: the weights through HBM dominate the ops' time.
+    assert p.priced.engines.dma > p.priced.engines.tensor
+    assert 1e-3 < p.seconds < 1.0
+
+
+def test_training_traces_forward_and_backward_with_fsdp_and_data_parallel_sync():
+    p = predict("llama-2-7b", "trn2", Layout(16, tp=4, fsdp=2), "train", 1, 512,
+                microbatches=2)
+    assert p.layout.dp == 2
+    assert p.extra["gradient_sync_s"] > 0 and p.extra["optimizer_s"] > 0
+    # Backward costs about twice the forward: a training pass has ~3x a forward's FLOPs.
+    forward = predict("llama-2-7b", "trn2", Layout(4, tp=4), "prefill", 1, 512)
+    assert p.priced.flops > 2.5 * forward.priced.flops * 0.9
+    assert p.seconds > 2 * p.priced.seconds
+
+
+def test_one_matmul_priced_by_hand():
+    def build():
+        return nn.Linear(4096, 4096, bias=False, dtype=torch.bfloat16)
+
+    def run(layer):
+        with torch.no_grad():
+            collective("all_reduce", layer(torch.zeros(1, 4096, dtype=torch.bfloat16)))
+
+    traced = trace(build, run)
+    names = [op.name for op in traced.ops]
+    assert "mm" in names and "collective" in names
+    priced = price(traced, TRN2, Layout(4, tp=4), graph=True)
+    # The weight (resident) crosses HBM; the token stays on chip in a compiled graph.
+    weight = engines.dma_s(4096 * 4096 * 2, TRN2, 2)
+    tensor = engines.tensor_engine_s(1, 4096, 4096, TRN2, 2)
+    assert priced.compute_s == pytest.approx(max(weight, tensor))
+    assert priced.launch_s == TRN2.graph_launch_s
+    eager = price(traced, TRN2, Layout(4, tp=4), graph=False)
+    assert eager.compute_s > priced.compute_s  # every op a kernel: launches, all operands
+
+
+def test_host_fallbacks_and_syncs_are_stalls():
+    def run(_):
+        x = torch.zeros(1000, dtype=torch.float64)
+        (x * 2).sum().item()
+
+    traced = trace(lambda: None, run)
+    priced = price(traced, TRN2, Layout(1))
+    host_ops = [op for op in traced.ops if op.host]
+    assert {op.name for op in host_ops} >= {"mul", "_local_scalar_dense"}
+    expected = sum(TRN2.host_sync_s + (0 if op.name == "_local_scalar_dense" else
+                   sum(o.nbytes for o in op.inputs + op.outputs) / TRN2.host_link_bandwidth)
+                   for op in host_ops)
+    assert priced.stall_s == pytest.approx(expected)
+
+
+def test_the_h100_profile_prices_the_same_trace():
+    trn2 = predict("llama-3-8b", "trn2", Layout(8, tp=8), "decode", 8, 2048)
+    h100 = predict("llama-3-8b", "h100", Layout(8, tp=8), "decode", 8, 2048)
+    assert h100.machine == "h100" and h100.priced.flops == trn2.priced.flops
+    assert h100.seconds > 0
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: machine_named("trn9"), "unknown machine profile 'trn9'"),
+    (lambda: Layout(32, tp=3), r"tp=3 x pp=1 x fsdp=1 = 3 does not divide the 32 ranks"),
+    (lambda: Layout(64, tp=8, fsdp=3), "does not divide the 64 ranks"),
+    (lambda: Layout(0), "ranks=0: must be a positive integer"),
+    (lambda: Layout(2, lnc=3), "a logical core is 1 or 2 physical cores"),
+    (lambda: predict("llama-3-8b", "trn2", Layout(128, tp=128), "decode", 1, 16),
+     "tp=128 spans instances"),
+    (lambda: predict("llama-3-8b", "h100", Layout(2, lnc=2), "decode", 1, 16),
+     "h100 has no logical cores"),
+    (lambda: predict("gpt-5", "trn2", Layout(1), "decode", 1, 16), "unknown model 'gpt-5'"),
+    (lambda: predict("llama-3-8b", "trn2", Layout(1), "serve", 1, 16),
+     "unknown workload 'serve'"),
+    (lambda: predict("llama-3-8b", "trn2", Layout(3, pp=3), "train", 1, 16),
+     "pp=3 does not divide llama-3-8b's 32 layers"),
+    (lambda: predict("llama-3-8b", "trn2", Layout(2, fsdp=2), "decode", 1, 16),
+     "pp and fsdp layouts are for training"),
+    (lambda: predict("llama-3-8b", "trn2", Layout(1), "decode", 0, 16), "must be positive"),
+])
+def test_bad_configurations_raise_clear_errors(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
