@@ -10,14 +10,20 @@ NKI Mamba tutorial's kernel timings (Trainium1, one NeuronCore) and the Trn1 tra
 (NxD Training). A decode case's context is the mean over its output: input + output / 2. What
 each class leaves out is in docs/time-model.md. Nothing is timed here: the predictions are
 deterministic, the only time printed is how long tracing took on this machine.
-Run: `.venv/bin/python benchmarks/time_model.py [--markdown] [--only CLASS]` from the repository
-root.
+`--gpu-results FILE` sets the model's `h100` predictions beside what
+benchmarks/gpu/h100_time_model.py measured on a GPU (its JSON), the check of the model against a
+real GPU's step time.
+Run: `.venv/bin/python benchmarks/time_model.py [--markdown] [--only CLASS]
+[--gpu-results FILE]` from the repository root.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import math
+import pathlib
 import statistics
 import time
 from dataclasses import dataclass
@@ -142,6 +148,44 @@ def cases() -> list[Case]:
     return out
 
 
+def gpu_workloads() -> dict:
+    """The workloads benchmarks/gpu/h100_time_model.py times (its WORKLOADS table)."""
+    path = pathlib.Path(__file__).resolve().parent / "gpu" / "h100_time_model.py"
+    spec = importlib.util.spec_from_file_location("h100_time_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.WORKLOADS
+
+
+def predict_gpu_ms(spec: tuple, graph: bool) -> float:
+    """The model's `h100` time of one of the GPU script's workloads, on one GPU."""
+    h100 = MACHINES["h100"]
+    if spec[0] == "matmul":
+        m, k, n = spec[1:]
+        tensor = engines.tensor_engine_s(m, k, n, h100, 1)
+        dma = engines.dma_s(2 * (m * k + k * n + m * n), h100, 1)
+        return (max(tensor, dma) + h100.kernel_launch_s) * 1e3
+    model, workload, batch, context = spec
+    return predict(model, "h100", Layout(1), workload, batch, context,
+                   graph=graph).seconds * 1e3
+
+
+def report_gpu(path: pathlib.Path) -> None:
+    measured = json.loads(path.read_text())
+    graph = bool(measured.get("graphs"))
+    print(f"GPU check: {measured['device']}, torch {measured['torch']}, "
+          f"{'CUDA graphs' if graph else 'eager'} (predicted with graph={graph})")
+    for name, spec in gpu_workloads().items():
+        rounds = measured["workloads"].get(name)
+        if not rounds:
+            print(f"{name:44s} not measured")
+            continue
+        med = statistics.median(rounds)
+        predicted = predict_gpu_ms(spec, graph)
+        print(f"{name:44s} predicted {predicted:9.3f} ms  measured {med:9.3f} ms "
+              f"({min(rounds):.3f}..{max(rounds):.3f})  ratio {predicted / med:.2f}x")
+
+
 def _error(ratio: float) -> float:
     return abs(ratio - 1.0)
 
@@ -155,7 +199,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--only", help="run the cases of one class (a substring of its name)")
+    parser.add_argument("--gpu-results", type=pathlib.Path,
+                        help="benchmarks/gpu/h100_time_model.py's JSON: compare it instead")
     args = parser.parse_args()
+    if args.gpu_results:
+        report_gpu(args.gpu_results)
+        return
     selected = [c for c in cases() if not args.only or args.only in c.kind]
     if not selected:
         raise SystemExit(f"no case's class contains {args.only!r}")
