@@ -14,6 +14,7 @@ def test_predict_prints_the_step_and_where_it_goes(capsys):
     assert "llama-2-7b decode on trn1 (8 ranks tp=8 dp=1)" in out
     assert "step:" in out and "tokens/s" in out and "collectives" in out
     assert "engines summed over ops" in out and "top ops: mm" in out
+    assert "HBM per rank: " in out and "(fits;" in out
 
 
 def test_predict_refuses_a_layout_that_does_not_divide_the_ranks():

@@ -42,6 +42,19 @@ def test_a_70b_model_that_cannot_be_allocated_here_is_traced_at_full_size():
     assert 1e-3 < p.seconds < 1.0
 
 
+def test_the_ranks_memory_is_its_share_of_weights_and_cache():
+    from torchneuron.timemodel.transformer import RankModel, rank_parameters
+    for name, tp in (("llama-2-13b", 32), ("llama-3-70b", 64), ("llama-2-7b", 1)):
+        with torch.device("meta"):
+            model = RankModel(CONFIGS[name], tp)
+        assert rank_parameters(CONFIGS[name], tp) == sum(p.numel() for p in model.parameters())
+    p = predict("llama-3-70b", "trn2", Layout(64, tp=64), "decode", 1, 4096)
+    cache = 2 * 80 * 1 * 1 * 4096 * 128 * 2  # K and V, 80 layers, one KV head per rank
+    assert p.rank_bytes == rank_parameters(CONFIGS["llama-3-70b"], 64) * 2 + cache
+    assert p.hbm_bytes_per_rank == 96 * 2**30 // 4 and p.fits
+    assert not predict("llama-3-70b", "trn2", Layout(1), "decode", 1, 16).fits
+
+
 def test_training_traces_forward_and_backward_with_fsdp_and_data_parallel_sync():
     p = predict("llama-2-7b", "trn2", Layout(16, tp=4, fsdp=2), "train", 1, 512,
                 microbatches=2)

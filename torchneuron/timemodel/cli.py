@@ -59,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
           f"launch {pr.launch_s * 1e3:.3f}")
     print(f"  engines summed over ops (ms): tensor {e.tensor * 1e3:.3f}  vector "
           f"{e.vector * 1e3:.3f}  scalar {e.scalar * 1e3:.3f}  dma {e.dma * 1e3:.3f}")
+    gib = 1 << 30
+    print(f"  HBM per rank: {p.rank_bytes / gib:.1f} GiB of {p.hbm_bytes_per_rank / gib:.1f} GiB "
+          f"({'fits' if p.fits else 'DOES NOT FIT'}; weights, caches and optimizer state, "
+          f"activations not counted)")
     for name, seconds in p.extra.items():
         if name.endswith("_s"):
             print(f"  {name[:-2].replace('_', ' ')}: {seconds * 1e3:.3f} ms")

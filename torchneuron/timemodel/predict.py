@@ -25,7 +25,8 @@ from .collectives import collective_s
 from .layout import Layout, machine_named
 from .price import Priced, price
 from .trace import Trace, trace
-from .transformer import RankModel, TransformerConfig, config_named, kv_caches
+from .transformer import (RankModel, TransformerConfig, config_named, kv_caches,
+                          rank_cache_bytes, rank_parameters)
 
 WORKLOADS = ("decode", "prefill", "train")
 # AdamW's update per parameter: reads the fp32 master weight, gradient and two moments, writes
@@ -47,6 +48,12 @@ class Prediction:
     extra: dict = field(default_factory=dict)  # seconds outside the trace, by name
     trace_s: float = 0.0  # how long tracing took here
     ops: int = 0
+    rank_bytes: int = 0  # what one rank keeps in HBM: weights, caches, optimizer state
+    hbm_bytes_per_rank: int = 0
+
+    @property
+    def fits(self) -> bool:
+        return self.rank_bytes <= self.hbm_bytes_per_rank
 
     @property
     def tokens_per_s(self) -> float:
@@ -140,6 +147,17 @@ def predict(model: str | TransformerConfig, machine: str | MachineProfile, layou
         extra["gradient_sync_s"] = sync
         extra["optimizer_s"] = _optimizer_s(params // (layout.fsdp * layout.dp), mach, lnc)
         seconds += sync + extra["optimizer_s"]
+    params = rank_parameters(cfg, layout.tp, cfg.layers // layout.pp)
+    if workload == "train":
+        # bf16 weights and gradients, fp32 master weights and two moments sharded over the
+        # data-parallel and FSDP ranks (ZeRO-1 / FSDP); activations are not counted.
+        rank_bytes = params * 4 // layout.fsdp + params * 12 // (layout.dp * layout.fsdp)
+    else:
+        rank_bytes = int(params * weight_bytes)
+        if workload == "decode":
+            rank_bytes += rank_cache_bytes(cfg, layout.tp, batch, context)
+    hbm = mach.hbm_bytes_per_chip // mach.logical_cores_per_chip(lnc)
     return Prediction(model=cfg.name, machine=mach.name, layout=layout, workload=workload,
                       batch=batch, context=context, seconds=seconds, priced=priced, extra=extra,
-                      trace_s=trace_s, ops=len(traced.ops))
+                      trace_s=trace_s, ops=len(traced.ops), rank_bytes=rank_bytes,
+                      hbm_bytes_per_rank=hbm)

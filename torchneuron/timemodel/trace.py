@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+# internal: see runtime/torch_internals.py "torch._subclasses.fake_tensor.FakeTensorMode"
 from torch._subclasses.fake_tensor import FakeTensorMode
+# internal: see runtime/torch_internals.py "torch.utils._python_dispatch.TorchDispatchMode"
 from torch.utils._python_dispatch import TorchDispatchMode
+# internal: see runtime/torch_internals.py "torch.utils._pytree.tree_flatten"
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
@@ -68,7 +71,8 @@ def _resident_kind(t: torch.Tensor, resident: dict[int, str]) -> str | None:
     """A weight or cache itself, or a view of one (a linear layer's `t()` of its weight)."""
     if id(t) in resident:
         return resident[id(t)]
-    base = getattr(t, "_base", None)
+    # internal: see runtime/torch_internals.py "torch.Tensor._base"
+    base = t._base
     return resident.get(id(base)) if base is not None else None
 
 

@@ -209,6 +209,22 @@ class RankModel(nn.Module):
         return self.head(_rms_norm(x, self.norm))
 
 
+def rank_parameters(cfg: TransformerConfig, tp: int, layers: int | None = None) -> int:
+    """The parameters one rank of RankModel holds (padding and replication included)."""
+    heads, kv = math.ceil(cfg.heads / tp), max(1, math.ceil(cfg.kv_heads / tp))
+    inter, vocab = math.ceil(cfg.intermediate / tp), math.ceil(cfg.vocab / tp)
+    layer = (cfg.hidden * (heads + 2 * kv) * cfg.head_dim + heads * cfg.head_dim * cfg.hidden
+             + 3 * cfg.hidden * inter + 2 * cfg.hidden)
+    return (cfg.layers if layers is None else layers) * layer + 2 * vocab * cfg.hidden + cfg.hidden
+
+
+def rank_cache_bytes(cfg: TransformerConfig, tp: int, batch: int, context: int,
+                     itemsize: int = 2) -> int:
+    """One rank's K and V caches for `batch` sequences of `context` positions."""
+    kv = max(1, math.ceil(cfg.kv_heads / tp))
+    return 2 * cfg.layers * batch * kv * context * cfg.head_dim * itemsize
+
+
 def kv_caches(model: RankModel, batch: int, length: int) -> list[tuple[torch.Tensor, ...]]:
     """Each layer's K and V cache of `length` positions, resident in HBM."""
     caches = []
