@@ -5,12 +5,15 @@ reported, not asserted (a benchmark, not a timed test)."""
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# A script's folder comes first on its sys.path: the checkout's torchneuron must come next.
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 BENCHMARKS = str(ROOT / "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 try:
@@ -30,7 +33,7 @@ def test_every_case_names_a_public_source_and_a_published_value():
 def test_a_class_run_prints_cases_and_the_closing_lines():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "time_model.py"),
                            "--only", "NKI"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+                          timeout=300, env=ENV)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = [l for l in lines if l.startswith("NKI mamba_v3")]
@@ -42,5 +45,5 @@ def test_a_class_run_prints_cases_and_the_closing_lines():
 def test_an_unknown_class_is_refused():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "time_model.py"),
                            "--only", "tpu"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+                          timeout=300, env=ENV)
     assert done.returncode != 0 and "no case's class contains 'tpu'" in done.stderr

@@ -5,6 +5,7 @@ times and reads its JSON. No GPU is needed: the timing itself runs only where CU
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# A script's folder comes first on its sys.path: the checkout's torchneuron must come next.
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SCRIPT = ROOT / "benchmarks" / "gpu" / "h100_time_model.py"
 
 
@@ -46,7 +49,7 @@ def test_time_model_sets_predictions_beside_measured_gpu_times(tmp_path):
     path.write_text(json.dumps(fake))
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "time_model.py"),
                            "--gpu-results", str(path)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+                          cwd=ROOT, timeout=300, env=ENV)
     assert done.returncode == 0, done.stderr
     for name in workloads:
         line = next(l for l in done.stdout.splitlines() if l.startswith(name))

@@ -1181,11 +1181,6 @@ ENTRIES: tuple[Internal, ...] = (
         "70B model under it at full size without allocating it",
         exists("torch._subclasses.fake_tensor.FakeTensorMode", keywords=("shape_env",))),
     Internal(
-        "torch.Tensor._base", "relied on", ("torchneuron/timemodel/trace.py",),
-        "the time model tells a weight's view (a linear layer's `t()` of its weight) from an "
-        "activation by the view's base, so a compiled graph's pricing reads weights from HBM",
-        exists("torch.Tensor._base")),
-    Internal(
         "torch._dynamo.utils.counters", "relied on", (_FUSION_COMPILER,),
         "what Inductor's FX graph cache answered a chain's compile (hit, miss, bypass), read as "
         "differences around it",
@@ -1390,8 +1385,10 @@ ENTRIES: tuple[Internal, ...] = (
         "random OpInfos call it by name; the battery finds them by that name in their code",
         defines("torch.testing._utils", "wrapper_set_seed")),
     Internal(
-        "torch.Tensor._base", "relied on", (_COMPAT_CASES,),
-        "a view sample moves to neuron as a view of its moved base",
+        "torch.Tensor._base", "relied on", (_COMPAT_CASES, "torchneuron/timemodel/trace.py"),
+        "a view sample moves to neuron as a view of its moved base; the time model tells a "
+        "weight's view (a linear layer's `t()` of its weight) from an activation by its base, "
+        "so a compiled graph's pricing reads weights from HBM",
         _tensor_base_of_a_view, covers=("._base",)),
 
     # ---- C++ (csrc/): non-public symbols and behaviours

@@ -181,7 +181,7 @@ class RankModel(nn.Module):
         self.norm = nn.Parameter(torch.ones(cfg.hidden, dtype=dtype))
         self.head = nn.Linear(cfg.hidden, vocab, bias=False, dtype=dtype)
 
-    def _rotary(self, s: int, dtype):
+    def rotary(self, s: int, dtype):
         d = self.cfg.head_dim
         angles = torch.arange(s, dtype=torch.float32)[:, None] * torch.ones(d)[None, :]
         return angles.cos().to(dtype), angles.sin().to(dtype)
@@ -196,7 +196,7 @@ class RankModel(nn.Module):
             x = _scatter(x, math.ceil(s / self.tp))
         else:
             x = collective("all_reduce", x, "tp")
-        cos, sin = self._rotary(s, x.dtype)
+        cos, sin = self.rotary(s, x.dtype)
         for i, layer in enumerate(self.layers):
             cache = None if caches is None else caches[i]
             if recompute:
