@@ -131,3 +131,23 @@ def test_the_h100_profile_prices_the_same_trace():
 def test_bad_configurations_raise_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_the_traced_flops_agree_with_pytorchs_flop_counter():
+    # PyTorch's FlopCounterMode over the same fake step counts the matmuls as the trace does
+    # (it has no formula for the CPU's fused attention, which the trace adds itself).
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from torchneuron.timemodel import trace_transformer
+    from torchneuron.timemodel.transformer import RankModel
+
+    cfg = CONFIGS["llama-2-7b"]
+    traced = trace_transformer(cfg, 4, "prefill", 2, 256)
+    attention = sum(op.flops for op in traced.ops if "scaled_dot_product" in op.name)
+    with FakeTensorMode():
+        model = RankModel(cfg, 4)
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            model(torch.zeros(2, 256, dtype=torch.long), last_only=True)
+    assert counter.get_total_flops() == traced.flops - attention
+    assert attention == cfg.layers * 4 * 2 * 8 * 256 * 256 * 128  # 8 of 32 heads per rank
