@@ -151,3 +151,16 @@ def test_the_traced_flops_agree_with_pytorchs_flop_counter():
             model(torch.zeros(2, 256, dtype=torch.long), last_only=True)
     assert counter.get_total_flops() == traced.flops - attention
     assert attention == cfg.layers * 4 * 2 * 8 * 256 * 256 * 128  # 8 of 32 heads per rank
+
+
+def test_narrow_weights_halve_the_weight_traffic_and_cost_a_cast():
+    def run(layer):
+        with torch.no_grad():
+            layer(torch.zeros(1, 4096, dtype=torch.bfloat16))
+
+    traced = trace(lambda: nn.Linear(4096, 4096, bias=False, dtype=torch.bfloat16), run)
+    int8 = price(traced, TRN2, Layout(4, tp=4), weight_scale=0.5)
+    assert int8.engines.dma == pytest.approx(engines.dma_s(4096 * 4096, TRN2, 2))
+    assert int8.engines.vector == pytest.approx(
+        engines.vector_engine_s(4096 * 4096, TRN2, 2, dtype=torch.int8))
+    assert price(traced, TRN2, Layout(4, tp=4)).engines.vector == 0.0

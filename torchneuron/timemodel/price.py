@@ -138,8 +138,13 @@ def op_cost(op: OpRecord, machine: MachineProfile, lnc: int, graph: bool = True,
     if name in MATMULS:
         batch, m, k, n = _matmul_shape(op)
         dtype = op.inputs[-1].dtype
+        # Weights stored narrower than they compute (int8 weights of a bf16 matmul) are cast on
+        # the Vector Engine after their load, one pass over every weight element.
+        dequant = sum(o.numel for o in op.inputs if o.resident == "weight") \
+            if weight_scale < 1.0 else 0
         return engines.OpCost(tensor=engines.tensor_engine_s(m, k, n, machine, lnc, dtype, batch),
-                              dma=dma)
+                              vector=engines.vector_engine_s(dequant, machine, lnc,
+                                                             dtype=torch.int8), dma=dma)
     if _is_attention(name):
         cost = _attention_cost(op, machine, lnc)
         cost.dma = dma
