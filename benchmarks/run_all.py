@@ -11,7 +11,9 @@ this machine lacks.
 Each benchmark runs with its own default round count; the whole run takes about a quarter of an
 hour on a quiet 2-core machine (most of it compiling, and the collectives' largest buffers). The
 file is written only if every run succeeds, so a failed run leaves the previous figures as they
-were.
+were. `--only SCRIPT[,SCRIPT]` reruns only those benchmarks and replaces their sections in the
+existing page, which then names them with the commit and date they ran at (for a benchmark whose
+figures do not depend on this machine, such as time_model.py's predictions).
 """
 
 from __future__ import annotations
