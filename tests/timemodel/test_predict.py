@@ -164,3 +164,30 @@ def test_narrow_weights_halve_the_weight_traffic_and_cost_a_cast():
     assert int8.engines.vector == pytest.approx(
         engines.vector_engine_s(4096 * 4096, TRN2, 2, dtype=torch.int8))
     assert price(traced, TRN2, Layout(4, tp=4)).engines.vector == 0.0
+
+
+def test_an_unchanged_hugging_face_model_prices_as_the_built_in_transformer():
+    # transformers' LlamaForCausalLM at Llama-3-8B's full size, built and run as a user would,
+    # under the trace: the same FLOPs as the time model's transformer, the same time within 1%.
+    transformers = pytest.importorskip("transformers")
+    cfg = CONFIGS["llama-3-8b"]
+    hf_config = transformers.LlamaConfig(
+        hidden_size=cfg.hidden, intermediate_size=cfg.intermediate, num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads, vocab_size=cfg.vocab)
+
+    def build():
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            return transformers.LlamaForCausalLM(hf_config).eval()
+        finally:
+            torch.set_default_dtype(default)
+
+    def run(model):
+        with torch.no_grad():
+            model(torch.zeros(1, 2048, dtype=torch.long), logits_to_keep=1)
+
+    hf = price(trace(build, run), TRN2, Layout(1))
+    ours = predict("llama-3-8b", "trn2", Layout(1), "prefill", 1, 2048).priced
+    assert hf.flops == ours.flops
+    assert hf.seconds == pytest.approx(ours.seconds, rel=0.01)
