@@ -68,15 +68,17 @@ def time_ms(step, repeats: int, warmup: int = 3) -> list[float]:
     return rounds
 
 
-def matmul_step(m: int, k: int, n: int):
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+def matmul_step(m: int, k: int, n: int, device: str = "cuda"):
+    a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
+    b = torch.randn(k, n, device=device, dtype=torch.bfloat16)
     return lambda: a @ b
 
 
-def transformer_step(tf, model_name: str, workload: str, batch: int, context: int, graphs: bool):
-    cfg = tf.config_named(model_name)
-    with torch.device("cuda"):
+def transformer_step(tf, model_name, workload: str, batch: int, context: int, graphs: bool,
+                     device: str = "cuda"):
+    """One step of the model (a CONFIGS name or a TransformerConfig) as a callable."""
+    cfg = tf.config_named(model_name) if isinstance(model_name, str) else model_name
+    with torch.device(device):
         model = tf.RankModel(cfg, tp=1).eval()
         if workload == "decode":
             shape = (batch, model.layers[0].kv_heads, context, cfg.head_dim)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # A script's folder comes first on its sys.path: the checkout's torchneuron must come next.
@@ -58,3 +59,19 @@ def test_time_model_sets_predictions_beside_measured_gpu_times(tmp_path):
     # The matmul's prediction is the engine terms' by hand: 4096^3 on 132 SMs in 8 waves.
     assert time_model.predict_gpu_ms(("matmul", 4096, 4096, 4096), True) == pytest.approx(
         (8 * 2 * 128 * 128 * 4096 / (989e12 / 132) / 0.9 + 2e-6) * 1e3)
+
+
+def test_the_gpu_scripts_steps_run_the_time_models_transformer():
+    # The steps the GPU script times, run here on the CPU with a tiny configuration: a decode
+    # step against a KV cache and a prefill, as the time model traces them.
+    import runpy
+
+    script = runpy.run_path(str(SCRIPT))
+    tf = script["load_transformer"]()
+    tiny = tf.TransformerConfig("tiny", 64, 2, 4, 2, 128, 100, "test")
+    for workload, context in (("decode", 16), ("prefill", 16)):
+        step = script["transformer_step"](tf, tiny, workload, 2, context, graphs=False,
+                                          device="cpu")
+        logits = step()
+        assert logits.shape == (2, 1, 100) and torch.isfinite(logits.float()).all()
+    assert script["matmul_step"](4, 8, 16, device="cpu")().shape == (4, 16)
