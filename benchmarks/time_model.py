@@ -192,7 +192,8 @@ def _error(ratio: float) -> float:
 
 def _summary(rows) -> tuple[float, float]:
     ratios = [r for *_, r, _ in rows]
-    return statistics.median(_error(r) for r in ratios), min(ratios, key=lambda r: -abs(math.log(r)))
+    worst = max(ratios, key=lambda r: abs(math.log(r)))  # furthest from 1 either way
+    return statistics.median(_error(r) for r in ratios), worst
 
 
 def main() -> None:

@@ -132,7 +132,8 @@ DEFAULT_PROFILE = "trn2"
 # it stands on; one marked FITTED was chosen against the published cases of
 # benchmarks/time_model.py, which names them, so that a reader can see that those cases check less.
 
-TRN_ARCH = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/"
+TRN_ARCH = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/"
+            "neuron-hardware/")
 NKI_ARCH_V2 = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/"
                "trainium_inferentia2_arch.html")
 NKI_ARCH_V3 = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/"
@@ -258,7 +259,8 @@ MACHINES: dict[str, MachineProfile] = {
         vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
         instruction_overhead_cycles=100,
         on_chip_bytes=_TRN2.partitions * _TRN2.sbuf_bytes_per_partition,
-        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=1.28e12, network_bandwidth_per_instance=3.2e12 / 8,
+        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=1.28e12,
+        network_bandwidth_per_instance=3.2e12 / 8,
         # Trainium1's figures (FITTED there, an ASSUMPTION here): nothing published per step.
         link_step_s=0.75e-6, network_step_s=7.5e-6,
         kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
@@ -282,7 +284,8 @@ MACHINES: dict[str, MachineProfile] = {
         vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
         instruction_overhead_cycles=100,
         on_chip_bytes=_TRN3.partitions * _TRN3.sbuf_bytes_per_partition,
-        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=2.56e12, network_bandwidth_per_instance=3.2e12 / 8,
+        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=2.56e12,
+        network_bandwidth_per_instance=3.2e12 / 8,
         link_step_s=0.75e-6, network_step_s=7.5e-6,
         kernel_launch_s=_TRN3.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
         host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,

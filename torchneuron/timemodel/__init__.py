@@ -10,5 +10,6 @@ from .price import price
 from .trace import collective, mark_resident, trace
 from .transformer import CONFIGS, TransformerConfig, config_named
 
-__all__ = ["CONFIGS", "engines", "Layout", "Prediction", "TransformerConfig", "collective", "config_named",
+__all__ = ["CONFIGS", "engines", "Layout", "Prediction", "TransformerConfig", "collective",
+           "config_named",
            "machine_named", "mark_resident", "predict", "price", "trace", "trace_transformer"]

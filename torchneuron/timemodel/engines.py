@@ -113,7 +113,8 @@ def tensor_engine_s(m: int, k: int, n: int, machine: MachineProfile, lnc: int,
         return min(_gpu_waves_s(m, k, n, machine, lnc, dtype, batch),
                    _gpu_waves_s(n, k, m, machine, lnc, dtype, batch))
     # Double-row FP8 on NeuronCore-v3 and later takes a contraction of 256 per instruction.
-    fp8_double = _is_fp8(dtype) and machine.peak_fp8_flops_per_chip > machine.peak_bf16_flops_per_chip
+    fp8_double = (_is_fp8(dtype)
+                  and machine.peak_fp8_flops_per_chip > machine.peak_bf16_flops_per_chip)
     k_tile = machine.array * (2 if fp8_double else 1)
     cycles = batch * min(_matmul_cycles(m, k, n, machine, k_tile),
                          _matmul_cycles(n, k, m, machine, k_tile))

@@ -48,10 +48,12 @@ def _hf(repo: str) -> str:
 
 
 CONFIGS: dict[str, TransformerConfig] = {c.name: c for c in (
-    TransformerConfig("llama-2-7b", 4096, 32, 32, 32, 11008, 32000, _hf("meta-llama/Llama-2-7b-hf")),
+    TransformerConfig("llama-2-7b", 4096, 32, 32, 32, 11008, 32000,
+                      _hf("meta-llama/Llama-2-7b-hf")),
     TransformerConfig("llama-2-13b", 5120, 40, 40, 40, 13824, 32000,
                       _hf("meta-llama/Llama-2-13b-hf")),
-    TransformerConfig("llama-2-70b", 8192, 80, 64, 8, 28672, 32000, _hf("meta-llama/Llama-2-70b-hf")),
+    TransformerConfig("llama-2-70b", 8192, 80, 64, 8, 28672, 32000,
+                      _hf("meta-llama/Llama-2-70b-hf")),
     TransformerConfig("llama-3-8b", 4096, 32, 32, 8, 14336, 128256,
                       _hf("meta-llama/Meta-Llama-3-8B")),
     TransformerConfig("llama-3-70b", 8192, 80, 64, 8, 28672, 128256,
