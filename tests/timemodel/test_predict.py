@@ -12,8 +12,9 @@ from torch import nn
 
 from torchneuron.runtime.profiles import MACHINES
 from torchneuron.timemodel.collectives import collective_s
-from torchneuron.timemodel import (CONFIGS, Layout, collective, engines, machine_named, predict,
-                                   price, trace)
+from torchneuron.timemodel import (CONFIGS, Layout, collective, engines, machine_named,
+                                   mark_resident, predict, price, trace)
+from torchneuron.timemodel.price import op_cost
 
 TRN2 = MACHINES["trn2"]
 
@@ -191,3 +192,21 @@ def test_an_unchanged_hugging_face_model_prices_as_the_built_in_transformer():
     ours = predict("llama-3-8b", "trn2", Layout(1), "prefill", 1, 2048).priced
     assert hf.flops == ours.flops
     assert hf.seconds == pytest.approx(ours.seconds, rel=0.01)
+
+
+def test_a_cache_write_costs_its_source_and_other_in_place_ops_fuse():
+    def run(_):
+        cache = torch.empty(1, 8, 4096, 128, dtype=torch.bfloat16)
+        mark_resident(cache)
+        step = torch.ones(1, 8, 1, 128, dtype=torch.bfloat16)
+        cache.index_copy_(2, torch.tensor([7]), step)
+        step.mul_(2)
+
+    traced = trace(lambda: None, run)
+    (write,) = [op for op in traced.ops if op.name == "index_copy_"]
+    (scale,) = [op for op in traced.ops if op.name == "mul_"]
+    # The new K of one position (8 heads x 128), not the 4096-position cache.
+    assert op_cost(write, TRN2, 2).dma == pytest.approx(engines.dma_s(8 * 128 * 2, TRN2, 2))
+    assert op_cost(scale, TRN2, 2, graph=True).dma == 0.0
+    assert op_cost(scale, TRN2, 2, graph=False).dma == pytest.approx(
+        engines.dma_s(2 * 8 * 128 * 2, TRN2, 2))

@@ -71,13 +71,13 @@ def _hbm_bytes(op: OpRecord, machine: MachineProfile, lnc: int, graph: bool,
     matmuls and attention around them and streams them tile by tile, so only matmuls and
     attention touch HBM: their resident operands (weights, caches) whole, the others only if
     they do not fit on chip. Either way an embedding reads the rows it gathers, not its table,
-    and an in-place update (a cache write) writes its source, not all of `self`."""
+    and an in-place update of a cache writes its source, not all of the cache."""
     if op.name == "embedding":
         return sum(o.nbytes for o in op.outputs) + sum(o.nbytes for o in op.inputs[1:])
     inputs, outputs = op.inputs, op.outputs
-    if op.name.endswith("_") and inputs:
-        sources = [o for o in inputs[1:] if o.numel > 1]
-        return 2 * sum(o.nbytes for o in sources)
+    if op.name.endswith("_") and inputs and inputs[0].resident:
+        # An in-place update of a cache or weight writes its source into HBM, not all of self.
+        return sum(o.nbytes for o in inputs[1:] if o.numel > 1)
     matmul_like = op.name in MATMULS or _is_attention(op.name)
     if graph and not matmul_like:
         return 0
