@@ -11,7 +11,9 @@ this machine lacks.
 Each benchmark runs with its own default round count; the whole run takes about a quarter of an
 hour on a quiet 2-core machine (most of it compiling, and the collectives' largest buffers). The
 file is written only if every run succeeds, so a failed run leaves the previous figures as they
-were.
+were. `--only SCRIPT[,SCRIPT]` reruns only those benchmarks and replaces their sections in the
+existing page, which then names them with the commit and date they ran at (for a benchmark whose
+figures do not depend on this machine, such as time_model.py's predictions).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ RUNS = (
     Run("flight_recorder_cost.py", "2 processes, 5 runs per setting"),
     Run("nki_simulator.py", "NKI kernels on the software NeuronCore"),
     Run("kernels.py", "1 thread", ("--threads", "1")),
+    Run("time_model.py", "published Trainium figures against the time model"),
     Run("serving.py", "3 rounds, in .venv-serve (make serve-demo creates it)", ("--rounds", "3"),
         python=".venv-serve/bin/python"),
 )
@@ -150,12 +153,42 @@ def render(host: dict[str, str], outputs: list[tuple[Run, str, float]], total: f
                   + ", ".join(f"`benchmarks/{s}`" for s in not_in_runs()), ""]
     lines += [line for r in skipped for line in (not_run_line(r), "")]
     for script in dict.fromkeys(r.script for r, _, _ in outputs):
-        lines += [f"## benchmarks/{script}", "", docstring(script), ""]
-        for r, text, seconds in outputs:
-            if r.script == script:
-                lines += [f"### {r.variant}", "", f"`{command_line(r)}` ({seconds:.0f} s)", "",
-                          text, ""]
+        lines += section(script, outputs)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def section(script: str, outputs: list[tuple[Run, str, float]]) -> list[str]:
+    """A benchmark's part of the page: its description, then each of its runs' tables."""
+    lines = [f"## benchmarks/{script}", "", docstring(script), ""]
+    for r, text, seconds in outputs:
+        if r.script == script:
+            lines += [f"### {r.variant}", "", f"`{command_line(r)}` ({seconds:.0f} s)", "",
+                      text, ""]
+    return lines
+
+
+RERUN_NOTE = "Rerun alone since (`benchmarks/run_all.py --only`): "
+
+
+def splice(page: str, host: dict[str, str], outputs: list[tuple[Run, str, float]]) -> str:
+    """`page` with the sections of the benchmarks in `outputs` replaced (or added, in RUNS
+    order) and a note naming them with the commit and date they ran at; the other sections and
+    the machine table of the full run stay as they were."""
+    head, *parts = page.split("\n## benchmarks/")
+    sections = {part.split("\n", 1)[0]: "## benchmarks/" + part.rstrip() + "\n\n"
+                for part in parts}
+    rerun = list(dict.fromkeys(r.script for r, _, _ in outputs))
+    for script in rerun:
+        sections[script] = "\n".join(section(script, outputs)).rstrip() + "\n\n"
+    notes = [line for line in head.rstrip().split("\n") if line.startswith(RERUN_NOTE)]
+    earlier = notes[0][len(RERUN_NOTE):].split("; ") if notes else []
+    kept = [n for n in earlier if n.split("`")[1] not in {f"benchmarks/{s}" for s in rerun}]
+    ran = [f"`benchmarks/{s}` at {host['torchneuron commit']}, {host['date']}" for s in rerun]
+    head_lines = [line for line in head.rstrip().split("\n") if not line.startswith(RERUN_NOTE)]
+    head = "\n".join(head_lines + ["", RERUN_NOTE + "; ".join(kept + ran)]) + "\n\n"
+    order = [r.script for r in RUNS] + [s for s in sections if s not in {r.script for r in RUNS}]
+    body = "".join(sections[s] for s in dict.fromkeys(order) if s in sections)
+    return (head + body).rstrip() + "\n"
 
 
 def dirty_refusal(commit: str, out: pathlib.Path) -> str | None:
@@ -170,11 +203,26 @@ def dirty_refusal(commit: str, out: pathlib.Path) -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=pathlib.Path, default=OUT)
+    parser.add_argument("--only", help="comma-separated scripts of benchmarks/: rerun only "
+                        "them and replace their sections in the existing page (for a benchmark "
+                        "whose figures do not depend on this machine, such as time_model.py)")
     args = parser.parse_args()
     host = machine()
     refusal = dirty_refusal(host["torchneuron commit"], args.out)
     if refusal:
         raise SystemExit(refusal)
+    if args.only:
+        scripts = args.only.split(",")
+        unknown = sorted(set(scripts) - {r.script for r in RUNS})
+        if unknown:
+            raise SystemExit(f"not in run_all.RUNS: {', '.join(unknown)}")
+        if not args.out.exists():
+            raise SystemExit(f"{args.out} does not exist: --only replaces sections of a page")
+        outputs = [(r, *run(r)) for r in RUNS if r.script in scripts and r not in
+                   without_environment()]
+        args.out.write_text(splice(args.out.read_text(), host, outputs))
+        print(f"wrote {args.out}")
+        return
     if not_in_runs():
         print(f"warning: not in run_all.RUNS, so not run: {', '.join(not_in_runs())}",
               file=sys.stderr)

@@ -217,3 +217,26 @@ def test_the_published_page_is_never_written_from_a_dirty_tree(tmp_path):
     assert refusal and "clean commit" in refusal and "a61556e-dirty" in refusal
     assert run_all.dirty_refusal("a61556e", run_all.OUT) is None
     assert run_all.dirty_refusal("a61556e-dirty", tmp_path / "scratch.md") is None
+
+
+def test_a_rerun_of_one_benchmark_replaces_only_its_section():
+    run_all = load_run_all()
+    page = (DOCS / "performance.md").read_text()
+    (runs,) = [r for r in run_all.RUNS if r.script == "time_model.py"]
+    host = {"torchneuron commit": "abc1234", "date": "2026-12-06 17:40 UTC"}
+    once = run_all.splice(page, host, [(runs, "| first |", 1.0)])
+    twice = run_all.splice(once, {**host, "torchneuron commit": "def5678"},
+                           [(runs, "| second |", 2.0)])
+    assert twice.count("## benchmarks/time_model.py") == 1 and "| second |" in twice
+    assert "| first |" not in twice
+    notes = [line for line in twice.splitlines() if line.startswith(run_all.RERUN_NOTE)]
+    assert notes == [run_all.RERUN_NOTE + "`benchmarks/time_model.py` at def5678, "
+                     "2026-12-06 17:40 UTC"]
+    headings = [line[len("## benchmarks/"):] for line in twice.splitlines()
+                if line.startswith("## benchmarks/")]
+    order = [r.script for r in run_all.RUNS]
+    assert headings == sorted(headings, key=order.index)
+    for script in headings:  # every other section is as the full run wrote it
+        if script != "time_model.py":
+            mine = twice.split(f"## benchmarks/{script}\n")[1].split("\n## ")[0].rstrip()
+            assert mine == page.split(f"## benchmarks/{script}\n")[1].split("\n## ")[0].rstrip()

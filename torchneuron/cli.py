@@ -8,7 +8,8 @@ import importlib
 import sys
 
 # Tool packages that provide a subcommand, in the order `--help` lists them.
-SUBCOMMANDS = ("torchneuron.compat.cli", "torchneuron.port.cli", "torchneuron.profiler.cli")
+SUBCOMMANDS = ("torchneuron.compat.cli", "torchneuron.port.cli", "torchneuron.profiler.cli",
+               "torchneuron.timemodel.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -122,3 +122,201 @@ PROFILES: dict[str, ChipProfile] = {
 }
 
 DEFAULT_PROFILE = "trn2"
+
+
+# --- The time model's machines (torchneuron/timemodel/) ------------------------------------------
+#
+# What the time model needs to price a step on a machine it does not run on: per chip, the engine
+# clocks and widths, HBM, the links between chips and between instances, and the fixed costs. A
+# figure with a URL is published there; one marked ASSUMPTION has no public source and says what
+# it stands on; one marked FITTED was chosen against the published cases of
+# benchmarks/time_model.py, which names them, so that a reader can see that those cases check less.
+
+TRN_ARCH = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/"
+            "neuron-hardware/")
+NKI_ARCH_V2 = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/"
+               "trainium_inferentia2_arch.html")
+NKI_ARCH_V3 = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guides/architecture/"
+               "trainium2_arch.html")
+NKI_PERF_GUIDE = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/"
+                  "nki_perf_guide.html")
+H100_DATASHEET = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    name: str
+    kind: str  # "neuron" (NeuronCores, priced per engine) or "gpu" (priced per SM wave)
+    instance: str  # the instance type the figures describe
+    chips_per_instance: int
+    cores_per_chip: int  # physical NeuronCores (a GPU: 1)
+    default_lnc: int  # physical cores per logical core (rank); a GPU: 1
+    hbm_bytes_per_chip: int
+    hbm_bandwidth_per_chip: float  # bytes/s
+    peak_bf16_flops_per_chip: float  # dense
+    peak_fp8_flops_per_chip: float
+    peak_fp32_flops_per_chip: float
+    # Tensor Engine (one physical core): a `array` x `array` systolic array at `tensor_clock_hz`;
+    # one MultiplyMoving instruction streams up to `moving_tile` columns and costs
+    # max(columns, matmul_min_cycles) cycles (x fp32_matmul_factor for float32 inputs).
+    # A GPU: `array` is the output tile of one SM's matmul and `sms` the SMs sharing a wave.
+    array: int
+    tensor_clock_hz: float
+    moving_tile: int
+    matmul_min_cycles: int
+    fp32_matmul_factor: int
+    sms: int
+    # Vector and Scalar Engines (one physical core): `vector_lanes` elements per cycle (float32;
+    # bf16_vector_factor more for 16-bit data), plus a fixed cost per instruction.
+    vector_clock_hz: float
+    scalar_clock_hz: float
+    vector_lanes: int
+    bf16_vector_factor: int
+    instruction_overhead_cycles: int
+    # On-chip memory of one physical core (SBUF; a GPU: its L2): in a compiled graph a tensor
+    # that fits stays on chip between the ops that make and use it.
+    on_chip_bytes: int
+    # The share of peak a well-tuned kernel reaches: the time model divides by it.
+    hbm_efficiency: float
+    compute_efficiency: float
+    # Links: chip to chip inside the instance, and the instance's network (EFA / InfiniBand).
+    link_bandwidth_per_chip: float  # bytes/s, all of a chip's links together
+    network_bandwidth_per_instance: float  # bytes/s
+    link_step_s: float  # fixed cost of one step of a ring collective inside the instance
+    network_step_s: float  # the same across instances
+    # Fixed costs outside the engines.
+    kernel_launch_s: float  # one eager kernel
+    graph_launch_s: float  # one execution of a compiled graph (a NEFF / a CUDA graph)
+    host_link_bandwidth: float  # bytes/s between host and one chip
+    host_sync_s: float  # a host read of a device value (`.item()`): the queue drains
+    sources: tuple[str, ...]
+
+    def logical_cores_per_chip(self, lnc: int | None = None) -> int:
+        return self.cores_per_chip // (lnc or self.default_lnc)
+
+    def ranks_per_instance(self, lnc: int | None = None) -> int:
+        return self.chips_per_instance * self.logical_cores_per_chip(lnc)
+
+
+_TRN2 = PROFILES["trn2"]
+_TRN3 = PROFILES["trn3"]
+
+# ASSUMPTIONS shared by the Trainium machines (no public figure exists for them):
+# - 2 us per eager kernel: the profile table's kernel_launch_s (see ChipProfile above).
+# - 20 us per compiled-graph execution: the order of a CUDA graph launch plus the runtime's
+#   queueing; neither AWS nor NVIDIA publish it for these parts.
+# - 64 GB/s host link: a PCIe Gen5 x16 link's nominal figure (PCI-SIG), Trainium2's host link
+#   generation is not published; 32 GB/s (Gen4) for Trainium1.
+# - 50 us per host sync: the order of a round trip through a device queue and the host link.
+_ASSUMED_GRAPH_LAUNCH_S = 20e-6
+_ASSUMED_HOST_SYNC_S = 50e-6
+
+MACHINES: dict[str, MachineProfile] = {
+    # Trainium1 (trn1.32xlarge): TRN_ARCH trainium.html: 2 NeuronCore-v2 per chip, 190 BF16 and
+    # 47.5 FP32 TFLOPS, 32 GiB HBM at 820 GB/s per chip; trn1-arch.html: 16 chips, 800 Gbps EFA;
+    # trainium2.html's comparison table: 384 GB/s of NeuronLink per Trainium1 chip.
+    # NKI_ARCH_V2: Tensor Engine 128x128 at 2.8 GHz, MM cost max(N, 64) cycles, FP32 4x;
+    # Vector 1.12 GHz, Scalar 1.4 GHz, 128 lanes; 100 cycles static overhead per instruction.
+    "trn1": MachineProfile(
+        name="trn1", kind="neuron", instance="trn1.32xlarge", chips_per_instance=16,
+        cores_per_chip=2, default_lnc=1, hbm_bytes_per_chip=32 * GiB,
+        hbm_bandwidth_per_chip=820e9, peak_bf16_flops_per_chip=190e12,
+        peak_fp8_flops_per_chip=190e12, peak_fp32_flops_per_chip=47.5e12,
+        array=128, tensor_clock_hz=2.8e9, moving_tile=512, matmul_min_cycles=64,
+        fp32_matmul_factor=4, sms=1,
+        vector_clock_hz=1.12e9, scalar_clock_hz=1.4e9, vector_lanes=128, bf16_vector_factor=1,
+        instruction_overhead_cycles=100, on_chip_bytes=24 * 1024 * 1024,  # NKI_ARCH_V2: 24 MiB
+        # NKI_PERF_GUIDE: "memory-bound ... MBU close to 100% (60%+ is considered good)",
+        # "compute-bound ... 90%+ is considered good".
+        hbm_efficiency=0.6, compute_efficiency=0.9,
+        link_bandwidth_per_chip=384e9, network_bandwidth_per_instance=800e9 / 8,
+        # FITTED: 0.75 us per ring step makes the trn1 Llama-2-70B TPOT case's collectives (160
+        # all-reduces of 32 ranks a token) what the case leaves after its weights are read.
+        link_step_s=0.75e-6,
+        # ASSUMPTION: a step across instances costs an EFA round trip, ~10x a NeuronLink step.
+        network_step_s=7.5e-6,
+        kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
+        host_link_bandwidth=32e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        sources=(TRN_ARCH + "trainium.html", TRN_ARCH + "trn1-arch.html",
+                 TRN_ARCH + "trainium2.html", NKI_ARCH_V2, NKI_PERF_GUIDE),
+    ),
+    # Trainium2 (trn2.48xlarge): chip figures from the device profile above (PROFILES["trn2"]);
+    # TRN_ARCH trainium2.html: NeuronLink-v3 1.28 TB/s per chip; Amazon EC2 Trn2 page
+    # (https://aws.amazon.com/ec2/instance-types/trn2/): 3.2 Tbps EFAv3 per trn2.48xlarge.
+    # NKI_ARCH_V3: Tensor 2.4 GHz, Vector 0.96 GHz (4x the lanes for BF16/FP16 in its
+    # performance mode: 512 vs 128 elements/cycle), Scalar 1.2 GHz. MM cost and FP32 factor as
+    # NeuronCore-v2 (the v3 guide describes only what changed).
+    "trn2": MachineProfile(
+        name="trn2", kind="neuron", instance="trn2.48xlarge", chips_per_instance=_TRN2.max_chips,
+        cores_per_chip=_TRN2.neuron_cores_per_chip, default_lnc=_TRN2.default_logical_nc_config,
+        hbm_bytes_per_chip=_TRN2.hbm_bytes_per_chip,
+        hbm_bandwidth_per_chip=_TRN2.hbm_bandwidth_bytes_per_s,
+        peak_bf16_flops_per_chip=_TRN2.peak_bf16_flops_per_chip,
+        peak_fp8_flops_per_chip=_TRN2.peak_fp8_flops_per_chip,
+        peak_fp32_flops_per_chip=_TRN2.peak_fp32_flops_per_chip,
+        array=_TRN2.partitions, tensor_clock_hz=2.4e9, moving_tile=_TRN2.matmul_moving_fmax,
+        matmul_min_cycles=64, fp32_matmul_factor=4, sms=1,
+        vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
+        instruction_overhead_cycles=100,
+        on_chip_bytes=_TRN2.partitions * _TRN2.sbuf_bytes_per_partition,
+        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=1.28e12,
+        network_bandwidth_per_instance=3.2e12 / 8,
+        # Trainium1's figures (FITTED there, an ASSUMPTION here): nothing published per step.
+        link_step_s=0.75e-6, network_step_s=7.5e-6,
+        kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
+        host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        sources=(TRN_ARCH + "trainium2.html", "https://aws.amazon.com/ec2/instance-types/trn2/",
+                 NKI_ARCH_V3, NKI_PERF_GUIDE),
+    ),
+    # Trainium3: chip figures from PROFILES["trn3"]; TRN_ARCH trainium3.html: NeuronLink-v4
+    # 2.56 TB/s per chip. ASSUMPTIONS: engine clocks, network and fixed costs as Trainium2 (no
+    # NeuronCore-v4 engine clock or Trn3 EFA figure was found published).
+    "trn3": MachineProfile(
+        name="trn3", kind="neuron", instance="trn3 (16 chips)", chips_per_instance=_TRN3.max_chips,
+        cores_per_chip=_TRN3.neuron_cores_per_chip, default_lnc=_TRN3.default_logical_nc_config,
+        hbm_bytes_per_chip=_TRN3.hbm_bytes_per_chip,
+        hbm_bandwidth_per_chip=_TRN3.hbm_bandwidth_bytes_per_s,
+        peak_bf16_flops_per_chip=_TRN3.peak_bf16_flops_per_chip,
+        peak_fp8_flops_per_chip=_TRN3.peak_fp8_flops_per_chip,
+        peak_fp32_flops_per_chip=_TRN3.peak_fp32_flops_per_chip,
+        array=_TRN3.partitions, tensor_clock_hz=2.4e9, moving_tile=_TRN3.matmul_moving_fmax,
+        matmul_min_cycles=64, fp32_matmul_factor=4, sms=1,
+        vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
+        instruction_overhead_cycles=100,
+        on_chip_bytes=_TRN3.partitions * _TRN3.sbuf_bytes_per_partition,
+        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=2.56e12,
+        network_bandwidth_per_instance=3.2e12 / 8,
+        link_step_s=0.75e-6, network_step_s=7.5e-6,
+        kernel_launch_s=_TRN3.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
+        host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        sources=(TRN_ARCH + "trainium3.html",),
+    ),
+    # NVIDIA H100 SXM5 80GB (a p5.48xlarge / DGX H100 of 8): H100_DATASHEET: 989 dense BF16
+    # TFLOPS (1979 with sparsity), 1979 dense FP8, 67 FP32 TFLOPS, 80 GB HBM3 at 3.35 TB/s, NVLink
+    # 900 GB/s; NVIDIA H100 Tensor Core GPU Architecture whitepaper
+    # (https://resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper): 132 SMs, 128
+    # FP32 lanes each (67 TFLOPS / (2 x 132 x 128) = 1.98 GHz). p5.48xlarge
+    # (https://aws.amazon.com/ec2/instance-types/p5/): 3200 Gbps EFA.
+    # The tensor term: 128x128 output tiles, one per SM per wave, each at peak / 132.
+    "h100": MachineProfile(
+        name="h100", kind="gpu", instance="8x H100 SXM (p5.48xlarge)", chips_per_instance=8,
+        cores_per_chip=1, default_lnc=1, hbm_bytes_per_chip=80 * 10**9,
+        hbm_bandwidth_per_chip=3.35e12, peak_bf16_flops_per_chip=989e12,
+        peak_fp8_flops_per_chip=1979e12, peak_fp32_flops_per_chip=67e12,
+        array=128, tensor_clock_hz=1.98e9, moving_tile=128, matmul_min_cycles=0,
+        fp32_matmul_factor=1, sms=132,
+        vector_clock_hz=1.98e9, scalar_clock_hz=1.98e9, vector_lanes=132 * 128,
+        bf16_vector_factor=1, instruction_overhead_cycles=0,
+        on_chip_bytes=50 * 1024 * 1024,  # H100_DATASHEET / whitepaper: 50 MB L2
+        # ASSUMPTIONS: the same shares as Trainium's (NKI_PERF_GUIDE), no NVIDIA figure.
+        hbm_efficiency=0.6, compute_efficiency=0.9,
+        link_bandwidth_per_chip=900e9, network_bandwidth_per_instance=3.2e12 / 8,
+        # ASSUMPTIONS: NVLink and network ring steps as Trainium's; a CUDA kernel launch of the
+        # order the CUDA C++ Best Practices Guide gives (microseconds).
+        link_step_s=0.75e-6, network_step_s=7.5e-6,
+        kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
+        host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        sources=(H100_DATASHEET, "https://resources.nvidia.com/en-us-tensor-core/"
+                 "gtc22-whitepaper-hopper", "https://aws.amazon.com/ec2/instance-types/p5/"),
+    ),
+}

@@ -1137,14 +1137,17 @@ ENTRIES: tuple[Internal, ...] = (
 
     Internal(
         "torch.utils._python_dispatch.TorchDispatchMode", "relied on",
-        ("torchneuron/compat/random_draws.py",),
+        ("torchneuron/compat/random_draws.py", "torchneuron/timemodel/trace.py"),
         "the model battery records the random draws of the CPU run and replays their values in "
-        "the neuron run (subclassed as the documented way to intercept ATen calls)",
+        "the neuron run; the time model records every ATen op of a step traced under "
+        "FakeTensorMode (subclassed as the documented way to intercept ATen calls)",
         exists("torch.utils._python_dispatch.TorchDispatchMode",
                members=("__torch_dispatch__", "__enter__", "__exit__"))),
     Internal(
-        "torch.utils._pytree.tree_flatten", "relied on", ("torchneuron/compat/random_draws.py",),
-        "flattens an op's outputs to find the tensors a recorded draw produced",
+        "torch.utils._pytree.tree_flatten", "relied on",
+        ("torchneuron/compat/random_draws.py", "torchneuron/timemodel/trace.py"),
+        "flattens an op's outputs to find the tensors a recorded draw produced, and a traced "
+        "op's arguments and results to record their shapes (the time model)",
         exists("torch.utils._pytree.tree_flatten", params=("tree",))),
     Internal(
         "torch._ops.OpOverload._schema", "relied on",
@@ -1172,9 +1175,10 @@ ENTRIES: tuple[Internal, ...] = (
         covers=("torch._guards.TracingContext", f"{_IND}.codecache")),
     Internal(
         "torch._subclasses.fake_tensor.FakeTensorMode", "relied on",
-        (_FUSION_COMPILER, "torchneuron/fusion/chain.py"),
+        (_FUSION_COMPILER, "torchneuron/fusion/chain.py", "torchneuron/timemodel/trace.py"),
         "a chain's example inputs and result layouts are fake tensors made from its metadata "
-        "(static shapes), so compiling needs no real memory",
+        "(static shapes), so compiling needs no real memory; the time model builds and runs a "
+        "70B model under it at full size without allocating it",
         exists("torch._subclasses.fake_tensor.FakeTensorMode", keywords=("shape_env",))),
     Internal(
         "torch._dynamo.utils.counters", "relied on", (_FUSION_COMPILER,),
@@ -1381,8 +1385,10 @@ ENTRIES: tuple[Internal, ...] = (
         "random OpInfos call it by name; the battery finds them by that name in their code",
         defines("torch.testing._utils", "wrapper_set_seed")),
     Internal(
-        "torch.Tensor._base", "relied on", (_COMPAT_CASES,),
-        "a view sample moves to neuron as a view of its moved base",
+        "torch.Tensor._base", "relied on", (_COMPAT_CASES, "torchneuron/timemodel/trace.py"),
+        "a view sample moves to neuron as a view of its moved base; the time model tells a "
+        "weight's view (a linear layer's `t()` of its weight) from an activation by its base, "
+        "so a compiled graph's pricing reads weights from HBM",
         _tensor_base_of_a_view, covers=("._base",)),
 
     # ---- C++ (csrc/): non-public symbols and behaviours
