@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from . import agreement_channel, flight_recorder, forensics
+# internal: see runtime/torch_internals.py "torch.ops.c10d.<op>.default._schema"
 from .checked_collectives import AGREEING_ARGS, CHECKED_OPS, flatten_tensors, is_enabled
 
 # dist.barrier is checked too (barriers.py), before it reaches gloo on CPU tensors.

@@ -1269,7 +1269,8 @@ ENTRIES: tuple[Internal, ...] = (
         covers=("._allgather_base", "._reduce_scatter_base")),
     Internal(
         "torch.ops.c10d.<op>.default._schema", "relied on",
-        (_COLLECTIVES, _DIRECT, "torchneuron/distributed/agreement.py"),
+        (_COLLECTIVES, _DIRECT, "torchneuron/distributed/agreement.py",
+         "torchneuron/distributed/checked_collectives.py"),
         "torchneuron replaces the PrivateUse1 kernels of these c10d ops and reads their "
         "arguments by position (C10D_SCHEMAS, checked against collectives.C10D_OPS)",
         _c10d_schemas_as_checked,
