@@ -37,8 +37,18 @@ from .runtime import execution as _execution  # noqa: E402
 # still queued at exit runs to the end first.
 _device_state.on_configure(lambda config: _C._configure_execution(
     config.eager_mode, config.launch_blocking))
-# Fused mode (csrc/compile/FusedChain.h): held pointwise chains; a thread compiles hot ones.
-_device_state.on_configure(_execution.configure_fusion)
+
+
+# Fused mode (csrc/compile/FusedChain.h): held pointwise chains; a thread compiles hot ones. The
+# compiler (and so Inductor) is imported only when fused mode is asked for.
+def _configure_fusion(config) -> None:
+    if config.eager_mode == "fused":
+        from .fusion import queue_feeder
+
+        queue_feeder.configure(config.eager_mode, config.fusion_hot)
+
+
+_device_state.on_configure(_configure_fusion)
 import atexit as _atexit  # noqa: E402
 
 _atexit.register(_execution.drain_at_exit)

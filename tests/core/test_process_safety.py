@@ -1,4 +1,4 @@
-"""Process safety (DESIGN.md, "Semantics decided"): neuron ops never change process-wide state,
+"""Process safety (docs/semantics.md): neuron ops never change process-wide state,
 fork behaves as CUDA's (a child of an initialized parent is refused the device, never
 deadlocked), neuron tensors sent between processes fail fast instead of hanging, every device
 index is validated the same way, and host memory that cannot back an allocation is an

@@ -1,7 +1,7 @@
 """Neuron tensors shared between processes (torchneuron/device/ipc.py,
 csrc/device/SharedStorage.*): the receiver aliases the sender's device memory, which is freed when
 every process has let go and counts in the sender's statistics only. Spawned processes only (the
-start method DESIGN.md asks for sharing); every result is compared with the CPU's."""
+start method docs/semantics.md asks for sharing); every result is compared with the CPU's."""
 
 import os
 import signal

@@ -1,5 +1,5 @@
 """When the runtime gets its configuration: at the first call into `torch.neuron` or the first
-neuron tensor, never at `import torch` (DESIGN.md, "Semantics decided"). The C++ core asks for
+neuron tensor, never at `import torch` (docs/how-it-works.md#registration). The C++ core asks for
 it itself when a device query finds the runtime unconfigured (a neuron tensor made before any
 `torch.neuron` call), through the callback `install()` registers; `torch.neuron` calls
 `configure()`. Configuring is not initializing: device state (memory, generators' use, streams)

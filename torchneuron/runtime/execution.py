@@ -26,15 +26,6 @@ def eager_mode() -> str:
     return _C._eager_mode()
 
 
-def configure_fusion(config) -> None:
-    """With the rest of the configuration: fused mode starts the compile thread (importing the
-    compiler, and so Inductor, only when fused mode is asked for)."""
-    if config.eager_mode == "fused":
-        from ..fusion import queue_feeder
-
-        queue_feeder.configure(config.eager_mode, config.fusion_hot)
-
-
 def launch_blocking() -> bool:
     device_state.configure()
     return _C._launch_blocking()
