@@ -9,6 +9,7 @@
 #include "compile/CompileAllocation.h"
 #include "compile/KernelLaunch.h"
 #include "device/CurrentDevice.h"
+#include "device/DeviceWork.h"
 #include "aten/Launch.h"
 #include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
@@ -28,7 +29,6 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
-#include <chrono>
 
 // Declared in torch/csrc/profiler/python/combined_traceback.h, which includes nlohmann/json,
 // a header torch's wheel does not ship; libtorch_python exports it.
@@ -162,11 +162,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_check_device", [](int64_t d) { tn::check_device(d); });
   // Waits release the GIL: queued work never needs it, but other Python threads may run.
-  m.def("_synchronize", [](int d) {
-    tn::check_device(static_cast<c10::DeviceIndex>(d));
-    py::gil_scoped_release no_gil;
-    tn::launch::synchronize_device(static_cast<c10::DeviceIndex>(d));
-  });
+  m.def("_synchronize", &tn::synchronize, py::call_guard<py::gil_scoped_release>());
   m.def("_settle", &tn::launch::settle, py::call_guard<py::gil_scoped_release>());
   // Every wait for queued work, wherever in C++ it happens, releases the GIL if it is held.
   tn::rt::set_wait_wrapper([](void (*wait)(void*), void* context) {
@@ -193,17 +189,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launch_blocking", &tn::launch::launch_blocking);
   m.def("_device_idle", &tn::launch::idle);
   m.def("_queued_items", &tn::launch::queued_items);
-  // torch.neuron._sleep(cycles), as torch.cuda._sleep: work on the current stream that keeps the
-  // device busy for about `cycles` nanoseconds (cycles of a 1 GHz clock); tests use it to have
-  // work still running. Synchronous execution spins on the caller.
-  m.def("_sleep", [](int64_t cycles) {
-    const c10::DeviceIndex device = tn::current_device();
-    tn::launch::enqueue(tn::launch::current_stream(device), "neuron::_sleep", [cycles] {
-      const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(cycles);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-    });
-  }, py::call_guard<py::gil_scoped_release>());
+  m.def("_sleep", &tn::sleep_on_current_stream, py::call_guard<py::gil_scoped_release>());
 
   m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); });
   m.def("_mem_get_info", [](int d) {
