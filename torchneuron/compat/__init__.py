@@ -13,7 +13,7 @@ What they share:
 - `judge.py`: the one result judge, a neuron result against the CPU's, leaf by leaf.
 - `pool.py`: the one crash-isolating worker pool (a crash or hang costs one case).
 - `worker.py`: a battery worker process, driven by JSON lines.
-- `staged.py`: staged cases, the shape of the small batteries (diffusers, PEFT, sentence-transformers).
+- `staged.py`: staged cases, the shape of the small batteries (diffusers, PEFT, sentences).
 - `random_draws.py`: a model's own random numbers taken from the CPU run into the neuron run.
 - `outcomes.py`: one outcome word per case, and the comparison of two runs.
 - `html.py`: the batteries' self-contained HTML report.
