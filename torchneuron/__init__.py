@@ -2,7 +2,27 @@
 
 Importing this package registers everything, top to bottom, in the order below. PyTorch imports
 it by itself at `import torch` through the `torch.backends` entry point (see pyproject.toml).
-"""
+
+What the package holds, bottom-up by layer (docs/architecture.md has the table):
+- `_C`: the C++ core's Python bindings (csrc/python/).
+- `runtime/`: device profiles, the configuration from the environment, lazy device state, the
+  eager mode's Python side, and the list of PyTorch internals torchneuron relies on.
+- `device/`: `torch.neuron`, the device module shaped like `torch.cuda`.
+- `ops/`: the float64 policy, autocast, the op lists and ops that need a rule of their own.
+- `profiler/`: the profiler's device activities and their estimated Trainium time.
+- `compile/`: `torch.compile` through Inductor (the Dynamo backend `neuron`).
+- `distributed/`: the c10d backend `neuron` on gloo, the agreement check, the flight recorder.
+- `ecosystem/`: small corrections for libraries that miss the device in one place.
+- `timemodel/`: a step's time on another machine, from a FakeTensorMode trace
+  (`torchneuron predict`).
+- `serving/`: vLLM's platform plugin for neuron.
+- `port/`: the CUDA lock-in scanner and rewriter (`torchneuron port`).
+- `import_names.py`: which import names (`nki`, `torch_neuronx`) torchneuron answers to.
+- `fusion/`: the compiler of fused eager's hot chains and its cache.
+- `kernels/`: NKI on the software NeuronCore, `nki_op` and the kernel library.
+- `torch_neuronx.py`: `torch_neuronx`'s names, for code written for AWS's TorchNeuron.
+- `compat/`: the compatibility batteries (ops, models, diffusers, PEFT, sentence-transformers).
+- `cli.py`: the `torchneuron` command; each tool package adds its own subcommand."""
 
 
 try:

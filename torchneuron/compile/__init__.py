@@ -2,6 +2,17 @@
 Dynamo through the `torch_dynamo_backends` entry point) and Inductor's code generation for the
 neuron device (inductor.py), so a bare `torch.compile(model)` on neuron tensors works too.
 
+- `backend.py`: the Dynamo backend `neuron`, Inductor with neuron's kernel generation, and what
+  the compile modes mean on neuron.
+- `inductor.py`: Inductor's CPU C++ kernel generator pointed at neuron memory, with a host-side
+  wrapper of neuron's own.
+- `inductor_cpu_paths.py`: where Inductor tests `device.type == "cpu"` to mean "C++ backend",
+  neuron takes the same path.
+- `device_interface.py`: the Dynamo/Inductor device interface, forwarding to `torch.neuron`.
+- `onednn_gemm.py`: matmuls in compiled neuron graphs run on oneDNN's GEMM.
+- `conv_layout.py`: the memory format a traced neuron convolution is predicted to answer in (the
+  CPU's).
+
 Importing Dynamo/Inductor costs about 1.5 s, so nothing here imports them until a compilation
 asks: Inductor looks up `torch.neuron.Scheduling` and friends the first time it generates code
 for the PrivateUse1 device, and `install_inductor_hooks` registers neuron at that moment."""

@@ -1,6 +1,19 @@
 """`torch.neuron`: the device module, shaped like `torch.cuda` and split like it. This file owns
 device selection and initialization; memory, streams, random and properties live in their own
-submodules, whose names it re-exports. Registered with `torch._register_device_module`."""
+submodules, whose names it re-exports. Registered with `torch._register_device_module`.
+
+- `_index.py`: how a `device` argument names a neuron device; every submodule resolves it here.
+- `memory.py`: device memory as the caching allocator sees it (statistics, cache, fraction).
+- `_memory_history.py`: memory snapshots in the shape of torch.cuda.memory's, for _memory_viz.
+- `streams.py`: streams and events, the current/default stream and the `stream` context manager.
+- `random.py`: each device's default generator, its state and seeding; NEURON_RNG=cpu.
+- `properties.py`: what a device is (name, HBM, LogicalNC configuration, peak figures).
+- `amp.py`: `torch.neuron.amp`, the deprecated device-specific spellings of `torch.amp`.
+- `comm.py`: copies between devices for `nn.DataParallel`, shaped like `torch.cuda.comm`.
+- `ipc.py`: neuron tensors between processes, shared in device memory as CUDA's IPC shares them.
+- `legacy_types.py`: the legacy typed names (`torch.neuron.FloatTensor`, typed storages).
+- `monitoring.py`: torch.cuda's hardware monitors, refused with what to use instead.
+- `nvtx.py`: `torch.neuron.nvtx`, ranges and marks recorded on the device's timeline."""
 
 from __future__ import annotations
 

@@ -1,6 +1,13 @@
 """What libraries written for AWS's TorchNeuron expect of the device: the smallest correction
 where one misses `neuron` (applied when that library is imported, never by importing it
-ourselves), and one core per launched process."""
+ourselves), and one core per launched process.
+
+- `post_import.py`: runs a function on a module right after its first import, without
+  importing it.
+- `transformers_pipeline.py`: transformers' `pipeline(...)` devices (an integer, none,
+  `device_map="auto"`) mean neuron.
+- `launcher_rank.py`: a process started by torchrun or `accelerate launch` starts on
+  neuron:LOCAL_RANK."""
 
 from ..runtime import device_state
 from .launcher_rank import start_on_local_rank

@@ -1,7 +1,21 @@
 """Fused eager's compiler: describes a chain of queued pointwise ops (and a reduction that may end
 it), decides what may fuse, compiles hot chains with Inductor's C++ code generation off the
-caller's thread and caches them on disk. The execution queue (csrc/device) hands chains over.
-"""
+caller's thread and caches them on disk. The execution queue (csrc/compile/FusedChain.h) hands
+chains over.
+
+- `ops.py`: what may fuse, in one place (ops PyTorch tags `pointwise`, a few reductions).
+- `split.py`: splits a sequence of queued ops into the runs that may fuse.
+- `chain.py`: a chain of queued ops as the queue hands it over (inputs, steps, outputs) and its
+  signature.
+- `runtime_scalars.py`: floats a fused kernel reads at each call instead of compiling them in.
+- `graph.py`: a chain as an FX graph for Inductor, writing results into the queue's buffers.
+- `compiler.py`: compiles a chain with Inductor's C++ code generation for "cpu" or "neuron".
+- `policy.py`: when a chain is compiled (once hot, NEURON_FUSION_HOT, on a background thread).
+- `queue_feeder.py`: fused eager's compile thread, fed by the execution queue's requests.
+- `thread_scoped_patch.py`: a patch of a PyTorch function active only on threads inside its
+  block.
+- `background_rng.py`: the compile thread leaves the caller's random state alone.
+- `vector_interleave.py`: fused kernels step several SIMD vectors per loop step."""
 
 from .chain import (Chain, Input, InputRef, Output, RuntimeScalar, Scalar, Step, StepRef,
                     TensorSpec)
