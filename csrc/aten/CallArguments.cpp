@@ -5,6 +5,7 @@
 #include "device/NeuronAllocator.h"
 
 #include <ATen/core/enum_tag.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
@@ -42,6 +43,7 @@ CallArguments::CallArguments(const c10::OperatorHandle& op)
   key_.reserve(256);
   put(key_, &op.schema());
   put(key_, c10::typeMetaToScalarType(c10::get_default_dtype()));
+  put(key_, c10::GradMode::is_enabled());  // the worker runs the kernel in the caller's mode
   work_stack_.reserve(op.schema().arguments().size());
 }
 
@@ -164,7 +166,12 @@ at::Tensor CallArguments::visit_tensor(const at::Tensor& t) {
   put(key_, t.storage_offset());
   put(key_, t.storage().nbytes());
   put(key_, static_cast<char>(t.is_conj() * 2 + t.is_neg()));
-  tensors_.push_back({t, tensor_over(t.storage(), c10::DispatchKey::PrivateUse1, t), j, {}});
+  // Kernels may read requires_grad (with the grad mode, in the key from the start), so it is part
+  // of the signature and of the snapshot.
+  put(key_, t.requires_grad());
+  at::Tensor snapshot = tensor_over(t.storage(), c10::DispatchKey::PrivateUse1, t);
+  carry_requires_grad(t, snapshot);
+  tensors_.push_back({t, std::move(snapshot), j, {}});
   return tensors_.back().snapshot;
 }
 
@@ -193,6 +200,7 @@ at::Tensor CallArguments::meta_of(const at::Tensor& t) {
           /*resizable=*/true));
     }
     e.meta = tensor_over(s.meta, c10::DispatchKey::Meta, t);
+    carry_requires_grad(t, e.meta);
   }
   return e.meta;
 }

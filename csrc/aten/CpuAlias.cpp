@@ -28,6 +28,11 @@ at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Ten
   return t;
 }
 
+void carry_requires_grad(const at::Tensor& from, at::Tensor& to) {
+  // `to` is a fresh leaf made by this layer, so the flag is set on it directly.
+  if (from.requires_grad()) to.set_requires_grad(true);
+}
+
 bool same_geometry(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes().equals(b.sizes()) && a.strides().equals(b.strides()) &&
          a.storage_offset() == b.storage_offset();
@@ -86,6 +91,7 @@ at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
     }
     at::Tensor cpu = rebuild_sparse(neuron, c10::Device(c10::kCPU),
                                     [this](const at::Tensor& m) { return to_cpu(m); });
+    carry_requires_grad(neuron, cpu);
     sparse_.push_back({neuron, cpu});
     return cpu;
   }
@@ -114,6 +120,7 @@ at::Tensor AliasSession::to_cpu(const at::Tensor& neuron) {
     storages_.push_back({storage, cpu_storage, data, true});
   }
   at::Tensor cpu = tensor_over(cpu_storage, c10::DispatchKey::CPU, neuron);
+  carry_requires_grad(neuron, cpu);
   tensors_.push_back({neuron, cpu});
   return cpu;
 }

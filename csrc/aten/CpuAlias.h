@@ -57,6 +57,13 @@ class AliasSession {
 // A tensor of dispatch key `key` (PrivateUse1, CPU, Meta) over `storage` with the dtype, sizes,
 // strides, offset and conj/neg bits of `like`.
 at::Tensor tensor_over(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like);
+// Gives `to` (a fresh leaf over the same memory: a CPU alias, a queued op's snapshot, a meta
+// stand-in) the requires_grad of `from`. A CPU kernel must see what the CPU's own kernel would
+// see, requires_grad included: some compute what only the backward needs when an input requires
+// grad and grad mode is on (_sparse_mm_reduce_impl keeps the argmax/argmin of "amax"/"amin" only
+// then; without the flag the backward indexed an empty arg_out and the process died with
+// SIGSEGV). The kernel runs below autograd (run_cpu_kernel), so nothing it calls records a graph.
+void carry_requires_grad(const at::Tensor& from, at::Tensor& to);
 // Same sizes, strides and storage offset.
 bool same_geometry(const at::Tensor& a, const at::Tensor& b);
 

@@ -9,7 +9,9 @@
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/enum_tag.h>
+#include <c10/core/GradMode.h>
 #include <ATen/ops/copy_ops.h>
 #include <ATen/ops/resize_ops.h>
 #include <c10/core/Allocator.h>
@@ -93,8 +95,12 @@ std::unordered_map<std::string, std::shared_ptr<const Recipe>>& recipes() {
 }
 
 // On the worker: the CPU kernel on the snapshots; fresh results land in their memory.
+// `grad_mode`: the caller's grad mode at the call. A kernel may read it (with its inputs'
+// requires_grad, which the CPU aliases carry) to keep what only the backward needs; the worker's
+// own grad mode says nothing about the caller's.
 void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::DeviceIndex device,
-                torch::jit::Stack& stack, const std::vector<Result>& results) {
+                torch::jit::Stack& stack, const std::vector<Result>& results, bool grad_mode) {
+  const c10::AutoGradMode caller_grad_mode(grad_mode);
   const auto& schema = op.schema();
   profiler::KernelActivityScope activity(schema.name(), device);
   if (activity.active()) activity.inputs(stack.data(), stack.size());
@@ -177,7 +183,10 @@ void use_in_stream_order(torch::jit::Stack& work_stack, std::vector<Result>& res
       storages.emplace_back(impl, std::move(unowned));
       known = storages.end() - 1;
     }
-    return known->second ? tensor_over(known->second, c10::DispatchKey::PrivateUse1, t) : t;
+    if (!known->second) return t;
+    at::Tensor over = tensor_over(known->second, c10::DispatchKey::PrivateUse1, t);
+    carry_requires_grad(t, over);
+    return over;
   };
   for (c10::IValue& v : work_stack) v = map_tensors(v, unreferenced);
   for (Result& r : results) r.neuron = unreferenced(r.neuron);
@@ -249,6 +258,8 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
       }
     }
     try {
+      // Below autograd, as the CPU kernel runs (run_cpu_kernel): meta tensors carry requires_grad.
+      const at::AutoDispatchBelowADInplaceOrView below_autograd;
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
     } catch (const std::exception&) {
       // Run now: the CPU kernel raises the op's own error, or computes what meta could not.
@@ -308,6 +319,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     work_stack[*g] = reserve_draws(source, drawn);
   }
   const char* name = schema.name().c_str();
+  const bool grad_mode = c10::GradMode::is_enabled();
   const OpHolder* holder = g_op_holder.load(std::memory_order_acquire);
   if (hold && holder != nullptr && returned.size() == 1 && returned[0].isTensor()) {
     // Fused mode: the op may be held back, to run fused with the ops around it. Its unfused run
@@ -317,8 +329,8 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     const auto strong = std::make_shared<std::pair<torch::jit::Stack, std::vector<Result>>>(
         work_stack, results);
     if (clock != nullptr) use_in_stream_order(work_stack, results, stream, clock);
-    std::function<void()> work = [op, ks, device, work_stack, results]() mutable {
-      run_queued(op, ks, device, work_stack, results);
+    std::function<void()> work = [op, ks, device, work_stack, results, grad_mode]() mutable {
+      run_queued(op, ks, device, work_stack, results, grad_mode);
     };
     std::shared_ptr<void> keep = strong;
     if (!holder->hold(op, device, &(*stack)[begin], strong->first, returned[0].toTensor(), work,
@@ -329,8 +341,8 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     if (clock != nullptr) use_in_stream_order(work_stack, results, stream, clock);
     launch::enqueue(stream, name,
                   [op, ks, device, work_stack = std::move(work_stack),
-                   results = std::move(results)]() mutable {
-                    run_queued(op, ks, device, work_stack, results);
+                   results = std::move(results), grad_mode]() mutable {
+                    run_queued(op, ks, device, work_stack, results, grad_mode);
                   });
   }
 

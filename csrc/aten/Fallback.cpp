@@ -16,6 +16,7 @@
 #include "device/NeuronGenerator.h"
 #include "profiler/KernelActivity.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
@@ -185,6 +186,11 @@ void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
 
   // Sparse neuron tensors run the CPU's sparse kernels (SparseNeuron -> SparseCPU, ...).
   const c10::DispatchKey cpu_key = cpu_counterpart(ks.highestPriorityTypeId());
+  // Below autograd, as a CPU kernel runs under the CPU's autograd wrapper: the aliases carry
+  // requires_grad (CpuAlias.cpp), and the ops a kernel calls on them must not record a graph or
+  // refuse an in-place write to a leaf. The caller's autograd wrapper already excludes autograd
+  // on its thread; a queued op runs on a worker, which needs it said here.
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
   try {
     op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   } catch (const c10::NotImplementedError& e) {

@@ -18,7 +18,9 @@ def _ops_rows(doc: dict) -> list[dict]:
         for variant, v in unit["variants"].items():
             failures = v.get("failures") or []
             errors = [f["max_error"] for f in failures if isinstance(f.get("max_error"), (int, float))]
-            rows.append({"name": f"{unit['op']} {unit['dtype']} {variant}",
+            layout = unit.get("layout", "strided")  # reports before sparse units had none
+            op = unit["op"] if layout == "strided" else f"{unit['op']}@{layout}"
+            rows.append({"name": f"{op} {unit['dtype']} {variant}",
                          "family": unit["category"], "stages": {variant: _ops_word(v["counts"])},
                          "error": (failures[0].get("message") or "")[:200] if failures else "",
                          "max_abs_error": max(errors) if errors else None,

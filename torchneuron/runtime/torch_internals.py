@@ -1386,6 +1386,21 @@ ENTRIES: tuple[Internal, ...] = (
         "random OpInfos call it by name; the battery finds them by that name in their code",
         defines("torch.testing._utils", "wrapper_set_seed")),
     Internal(
+        "torch.testing._internal.opinfo.core.OpInfo.sample_inputs_sparse", "relied on",
+        ("torchneuron/compat/ops/runner.py", _COMPAT_CASES),
+        "the battery's sparse units (the crash battery, issue 47) take an OpInfo's sparse "
+        "samples through it; its supports_sparse* flags say which layouts it samples; an OpInfo "
+        "without samples for a dtype raises SkipTest('NO SAMPLES!'), one without a sample "
+        "function for a flagged layout NotImplementedError('no sample function specified')",
+        _all(defines("torch.testing._internal.opinfo.core", "OpInfo.sample_inputs_sparse",
+                     params=("self", "layout", "device", "dtype", "requires_grad")),
+             contains("torch.testing._internal.opinfo.core", "OpInfo.sample_inputs_sparse",
+                      "NO SAMPLES!"),
+             contains("torch.testing._internal.opinfo.core", None,
+                      "no sample function specified", "supports_sparse_csr: bool",
+                      "supports_sparse_csc: bool", "supports_sparse_bsr: bool",
+                      "supports_sparse_bsc: bool", "supports_sparse: bool"))),
+    Internal(
         "torch.Tensor._base", "relied on", (_COMPAT_CASES, "torchneuron/timemodel/trace.py"),
         "a view sample moves to neuron as a view of its moved base; the time model tells a "
         "weight's view (a linear layer's `t()` of its weight) from an activation by its base, "

@@ -15,6 +15,13 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32
           torch.complex64, torch.float64)
 DTYPE_NAMES = {str(d).removeprefix("torch."): d for d in DTYPES}
 
+# The layouts a sample can come in: "strided" from the OpInfo's sample_inputs, the sparse ones from
+# its sparse sample functions (sample_inputs_sparse(layout, ...), what PyTorch's test_sparse*.py
+# run), for the OpInfos whose flag says they support that layout.
+LAYOUTS = {"strided": None, "sparse_coo": "supports_sparse", "sparse_csr": "supports_sparse_csr",
+           "sparse_csc": "supports_sparse_csc", "sparse_bsr": "supports_sparse_bsr",
+           "sparse_bsc": "supports_sparse_bsc"}
+
 # Variants of one sample, in the order a unit runs them (the order is part of a case's identity:
 # a crashed worker resumes after the case that crashed).
 VARIANTS = ("forward", "backward", "inplace", "out")
@@ -62,23 +69,38 @@ def category(db: str, op) -> str:
 
 @dataclass(frozen=True)
 class Unit:
-    """One (OpInfo, dtype): the battery's unit of work, run by one worker."""
+    """One (OpInfo, dtype, layout of its samples): the battery's unit of work, run by one worker."""
 
     db: str
     index: int  # position in the database: how a worker finds the OpInfo again
     op: str
     dtype: str
     category: str
+    layout: str = "strided"
+
+    @property
+    def label(self) -> str:
+        """The OpInfo's name, with the layout of its samples where that is not strided."""
+        return self.op if self.layout == "strided" else f"{self.op}@{self.layout}"
 
     @property
     def key(self) -> str:
-        return f"{self.db}:{self.op}:{self.dtype}"
+        return f"{self.db}:{self.label}:{self.dtype}"
+
+
+def layouts_of(op, wanted=LAYOUTS) -> list[str]:
+    """The layouts among `wanted` the OpInfo samples: strided always, a sparse one where its flag
+    (supports_sparse, supports_sparse_csr, ...) is set."""
+    return [name for name in wanted
+            if LAYOUTS[name] is None or getattr(op, LAYOUTS[name], False)]
 
 
 def enumerate_units(dbs: dict[str, list], patterns: list[str] | None = None,
-                    dtypes: list[str] | None = None) -> list[Unit]:
-    """Every (OpInfo, dtype) of the chosen databases whose dtype the OpInfo supports on CPU.
-    `patterns` are shell globs on the op's full name (e.g. "linalg.*", "add")."""
+                    dtypes: list[str] | None = None,
+                    layouts: list[str] | None = None) -> list[Unit]:
+    """Every (OpInfo, dtype, layout) of the chosen databases whose dtype the OpInfo supports on
+    CPU and whose layout it samples. `patterns` are shell globs on the op's full name (e.g.
+    "linalg.*", "add"); units of a sparse layout are in the category "sparse"."""
     wanted = [DTYPE_NAMES[d] for d in dtypes] if dtypes else list(DTYPES)
     units = []
     for db, ops in dbs.items():
@@ -87,10 +109,12 @@ def enumerate_units(dbs: dict[str, list], patterns: list[str] | None = None,
             if patterns and not any(fnmatch.fnmatchcase(name, p) for p in patterns):
                 continue
             supported = op.supported_dtypes("cpu")
-            for dtype in wanted:
-                if dtype in supported:
-                    units.append(Unit(db, index, name, str(dtype).removeprefix("torch."),
-                                      category(db, op)))
+            for layout in layouts_of(op, layouts or LAYOUTS):
+                group = category(db, op) if layout == "strided" else "sparse"
+                for dtype in wanted:
+                    if dtype in supported:
+                        units.append(Unit(db, index, name, str(dtype).removeprefix("torch."),
+                                          group, layout))
     return units
 
 

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from .cases import DTYPE_NAMES, VARIANTS
+from .cases import DTYPE_NAMES, LAYOUTS, VARIANTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtypes", nargs="+", choices=list(DTYPE_NAMES), help="only these dtypes")
     p.add_argument("--db", nargs="+", choices=("op_db", "python_ref_db", "foreach"),
                    help="only these OpInfo databases (default: all)")
+    p.add_argument("--layouts", nargs="+", choices=list(LAYOUTS),
+                   help="only samples in these layouts (default: strided and every sparse layout "
+                        "an OpInfo samples)")
     p.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes (default: one per CPU)")
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     dbs = cases.databases()
     if args.db:
         dbs = {k: v for k, v in dbs.items() if k in args.db}
-    units = cases.enumerate_units(dbs, args.ops, args.dtypes)
+    units = cases.enumerate_units(dbs, args.ops, args.dtypes, args.layouts)
     if not units:
         print("no OpInfo matches the selection", file=sys.stderr)
         return 2
@@ -56,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     def on_case(unit, case, pid):
         if bar is not None:
-            bar.set_postfix_str(f"{unit.op} {unit.dtype} case {case}", refresh=False)
+            bar.set_postfix_str(f"{unit.label} {unit.dtype} case {case}", refresh=False)
 
     try:
         jobs.run_units(units, max(1, args.jobs), tuple(args.variants), args.case_timeout,
@@ -69,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         "float64_policy": dtype_policy.get(),
         "databases": sorted(dbs),
         "dtypes": args.dtypes or list(DTYPE_NAMES),
+        "layouts": args.layouts or list(LAYOUTS),
         "variants": list(args.variants),
         "jobs": args.jobs,
         "duration_s": round(time.monotonic() - started, 1),
@@ -79,7 +83,14 @@ def run(args: argparse.Namespace) -> int:
     t = results.totals()
     print(f"{t['cases']} cases: {t['passed']} passed, {t['failed']} failed, "
           f"{t['skipped_by_policy']} skipped by the float64 policy, {t['cpu_rejects']} rejected "
-          f"by the CPU too; pass rate {100 * t['pass_rate']:.2f}%. Report: {md_path}, {json_path}")
+          f"by the CPU too; pass rate {100 * t['pass_rate']:.2f}%; {t['process_crashes']} process "
+          f"crashes. Report: {md_path}, {json_path}")
+    status = 0
+    for unit, rec in results.crashes():
+        # No op may end the process: each crash fails the run (the report is written first).
+        print(f"CRASH {unit.label} {unit.dtype} sample {rec['sample']} ({rec['variant']}): "
+              f"{rec.get('input', '')}: {rec['message']}", file=sys.stderr)
+        status = 1
     statuses = results.statuses()
     if args.write_baseline:
         write_baseline(args.write_baseline, statuses, args)
@@ -91,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{len(regressions)} cases that pass in {args.baseline} do not pass now",
                   file=sys.stderr)
             return 1
-    return 0
+    return status
 
 
 def _progress(total: int):
@@ -103,7 +114,7 @@ def _progress(total: int):
 def write_baseline(path: str, statuses: dict[str, str], args: argparse.Namespace) -> None:
     passing = sorted(k for k, s in statuses.items() if s == "pass")
     with open(path, "w") as f:
-        json.dump({"ops": args.ops, "dtypes": args.dtypes, "db": args.db,
+        json.dump({"ops": args.ops, "dtypes": args.dtypes, "db": args.db, "layouts": args.layouts,
                    "variants": args.variants, "passing": passing}, f, indent=0)
         f.write("\n")
 

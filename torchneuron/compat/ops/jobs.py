@@ -28,10 +28,28 @@ def run_units(units: list[Unit], jobs: int, variants, case_timeout: float,
 def _lost_record(unit: Unit, case: int, lost: pool.Lost) -> dict:
     what = (f"worker died (exit code {lost.exit_code})" if lost.status == "crash"
             else "no result within the case timeout")
-    return {"case": case, "sample": case // len(VARIANTS),
-            "variant": VARIANTS[case % len(VARIANTS)], "status": lost.status,
-            "type": lost.status.capitalize(),
-            "message": f"{what}{': ' + lost.cause if lost.cause else ''}"}
+    record = {"case": case, "sample": case // len(VARIANTS),
+              "variant": VARIANTS[case % len(VARIANTS)], "status": lost.status,
+              "type": lost.status.capitalize(),
+              "message": f"{what}{': ' + lost.cause if lost.cause else ''}"}
+    record["input"] = _sample_text(unit, record["sample"])
+    return record
+
+
+_databases: dict[str, list] = {}
+
+
+def _sample_text(unit: Unit, sample: int) -> str:
+    """The sample a lost case ran, built again here (on CPU, in this process): a crash names the
+    op and the sample that caused it. Loading the databases (seconds) is paid at the first loss."""
+    from .runner import describe_sample, first_line
+
+    try:
+        if not _databases:
+            _databases.update(prepare())
+        return describe_sample(unit, sample, _databases)
+    except Exception as e:  # noqa: BLE001 - the record stands without its description
+        return f"(not described: {type(e).__name__}: {first_line(e)})"
 
 
 def _abandoned_record(unit: Unit, case: int, crashes: int) -> dict:

@@ -50,18 +50,23 @@ class Results:
             "skipped_by_policy": counts["skipped_policy"],
             "cpu_rejects": counts["cpu_error"],
             "sample_errors": counts["sample_error"],
+            "process_crashes": counts["crash"],
             "values_not_comparable": sum(1 for u, r in self.records()
                                          if select(u, r) and r.get("compared") == "metadata"),
             "pass_rate": passed / (passed + failed) if passed + failed else 1.0,
             "by_status": dict(counts),
         }
 
+    def crashes(self) -> list[tuple[Unit, dict]]:
+        """Every case that ended its worker process, in run order."""
+        return [(u, r) for u, r in self.records() if r["status"] == "crash"]
+
     def causes(self) -> list[tuple[str, int, list[str]]]:
         """(cause, cases, ops) for failed cases, most frequent first."""
         groups: dict[str, list] = collections.defaultdict(list)
         for u, r in self.records():
             if r["status"] in FAILED:
-                groups[cause_of(r)].append(u.op)
+                groups[cause_of(r)].append(u.label)
         ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))
         return [(c, len(ops), sorted(set(ops))) for c, ops in ranked]
 
@@ -77,11 +82,12 @@ class Results:
                 variants[v] = {
                     "counts": dict(counts),
                     "failures": [{k: r[k] for k in ("sample", "status", "type", "message",
-                                                    "max_error") if r.get(k) is not None}
+                                                    "max_error", "input")
+                                  if r.get(k) is not None}
                                  for r in vr if r["status"] in FAILED + ("sample_error",)],
                 }
-            units.append({"db": unit.db, "op": unit.op, "dtype": unit.dtype,
-                          "category": unit.category, "seconds": self.seconds.get(unit),
+            units.append({"db": unit.db, "op": unit.op, "layout": unit.layout,
+                          "dtype": unit.dtype, "category": unit.category, "seconds": self.seconds.get(unit),
                           "variants": variants})
         return {**meta, "totals": self.totals(), "units": units}
 
@@ -108,8 +114,11 @@ def markdown(results: Results, meta: dict) -> str:
         "# Op conformance battery: neuron vs CPU",
         "",
         f"PyTorch's own OpInfo databases ({', '.join(meta['databases'])}), every supported "
-        f"dtype of {', '.join(meta['dtypes'])}, each sample run on neuron and on CPU in the "
-        "variants forward, backward (gradients vs CPU gradients), in-place and out=. "
+        f"dtype of {', '.join(meta['dtypes'])}, the strided samples and the sparse ones "
+        "(COO, CSR, CSC, BSR, BSC) of the OpInfos that sample sparse layouts, each sample run "
+        "on neuron and on CPU in the variants forward, backward (gradients vs CPU gradients), "
+        "in-place and out=, in worker processes (a crash is a case's record, not the run's "
+        "end). "
         f"torch {meta['torch']}, float64 policy `{meta['float64_policy']}`, "
         f"{meta['duration_s'] / 60:.1f} min with {meta['jobs']} worker(s).",
         "",
@@ -123,6 +132,7 @@ def markdown(results: Results, meta: dict) -> str:
         f"| skipped by the float64 policy | {t['skipped_by_policy']} |",
         f"| rejected by the CPU too (same exception) | {t['cpu_rejects']} |",
         f"| OpInfo could not build samples | {t['sample_errors']} |",
+        f"| process crashes | {t['process_crashes']} |",
         f"| **pass rate** (passed / (passed + failed)) | **{_pct(t['pass_rate'])}** |",
         "",
         f"Of the passes, {t['values_not_comparable']} compare structure, shape, dtype and device "
@@ -144,12 +154,24 @@ def markdown(results: Results, meta: dict) -> str:
         c = results.totals(lambda u, r, v=v: r["variant"] == v)
         out.append(f"| {v} | {c['cases']} | {c['passed']} | {c['failed']} | "
                    f"{c['skipped_by_policy']} | {_pct(c['pass_rate'])} |")
-    policy_ops = sorted({u.op for u, r in results.records()
+    policy_ops = sorted({u.label for u, r in results.records()
                          if r["status"] == "skipped_policy" and u.dtype != "float64"})
     if policy_ops:
         out += ["", "Float64-policy skips outside float64 units come from ops asked to compute "
                 "in float64 (a dtype=torch.float64 argument, float_power, mixed-dtype samples): "
                 + ", ".join(policy_ops) + "."]
+    out += ["", "## Process crashes", "",
+            "Cases that ended their worker process (a segmentation fault, an abort) instead of "
+            "computing a result or raising a Python exception; the worker was replaced and the "
+            "run went on with the next case.", ""]
+    crashes = results.crashes()
+    if not crashes:
+        out.append("None.")
+    else:
+        out += ["| op | dtype | sample | variant | input | how |", "|---|---|---:|---|---|---|"]
+        for u, r in crashes:
+            out.append(f"| {_md(u.label)} | {u.dtype} | {r['sample']} | {r['variant']} | "
+                       f"{_md(r.get('input', ''))} | {_md(r['message'])} |")
     causes = results.causes()
     out += ["", "## Failures by cause", ""]
     if not causes:

@@ -5,6 +5,7 @@ sample * len(VARIANTS) + variant, so a worker that crashed can resume after the 
 
 from __future__ import annotations
 
+import unittest
 import warnings
 from typing import Callable
 
@@ -36,6 +37,36 @@ def _run(fn: Callable):
         return fn(), None
     except Exception as e:  # noqa: BLE001 - recording every failure is the point
         return None, e
+
+
+def describe(obj) -> str:
+    """A sample in a line: each tensor as layout, dtype and shape, other values by repr."""
+    if isinstance(obj, torch.Tensor):
+        layout = "" if obj.layout == torch.strided else str(obj.layout).removeprefix("torch.") + " "
+        grad = " requires_grad" if obj.requires_grad else ""
+        return f"{layout}{str(obj.dtype).removeprefix('torch.')}{list(obj.shape)}{grad}"
+    if type(obj) in (list, tuple):
+        inner = ", ".join(describe(x) for x in obj)
+        return f"[{inner}]" if isinstance(obj, list) else f"({inner})"
+    if type(obj) is dict:
+        return "{" + ", ".join(f"{k}={describe(v)}" for k, v in obj.items()) + "}"
+    return repr(obj)[:40]
+
+
+def describe_sample(unit: Unit, index: int, dbs: dict[str, list]) -> str:
+    """Sample `index` of a unit, built again on CPU as the worker built it: how a crash record
+    names the sample that ended its worker."""
+    runner = UnitRunner(dbs[unit.db][unit.index], unit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        samples = runner.samples()
+    sample = samples[index]
+    text = describe(sample.input)
+    if sample.args:
+        text += ", args " + describe(tuple(sample.args))
+    if sample.kwargs:
+        text += ", kwargs " + describe(dict(sample.kwargs))
+    return text[:300]
 
 
 class _Sample:
@@ -94,7 +125,19 @@ class UnitRunner:
 
     def samples(self) -> list:
         torch.manual_seed(SEED)
-        return list(self.op.sample_inputs("cpu", self.dtype, requires_grad=self.grad))
+        if self.unit.layout == "strided":
+            return list(self.op.sample_inputs("cpu", self.dtype, requires_grad=self.grad))
+        layout = getattr(torch, self.unit.layout)
+        try:
+            return list(self.op.sample_inputs_sparse(layout, "cpu", self.dtype,
+                                                     requires_grad=self.grad))
+        except unittest.SkipTest:  # "NO SAMPLES!": the OpInfo has none for this dtype
+            return []
+        except NotImplementedError as e:
+            # The OpInfo sets the layout's flag without a sample function for it: nothing to run.
+            if "no sample function specified" in str(e):
+                return []
+            raise
 
     def run(self, start: int, begin: Callable[[int], None],
             end: Callable[[int, dict | None], None]):
