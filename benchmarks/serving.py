@@ -26,6 +26,9 @@ turn down, so the fastest turns are the least disturbed), and checks that both e
 the same tokens.
 
     .venv-serve/bin/python benchmarks/serving.py [--rounds 2] [--paired-rounds 7] [--markdown]
+
+`--decode-profile` instead profiles one decode step on each platform (where the time goes,
+benchmarks/serving_decode_profile.py).
 """
 
 from __future__ import annotations
@@ -348,7 +351,19 @@ def main() -> None:
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--turns", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--decode-profile", action="store_true",
+                        help="profile a decode step on each platform, for --rounds rounds")
+    parser.add_argument("--top", type=int, default=15, help="ops listed by --decode-profile")
+    parser.add_argument("--decode-worker", metavar="MODEL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+
+    if args.decode_worker or args.decode_profile:
+        import serving_decode_profile
+        if args.decode_worker:
+            serving_decode_profile.run_platform(args.decode_worker)
+        else:
+            serving_decode_profile.profile(args.rounds, args.top)
+        return
 
     if args.turns:  # one engine taking turns with another
         take_turns(args.model)

@@ -5,7 +5,7 @@ the previous run, the exit code, and the HTML page's embedded data."""
 import json
 import os
 
-from torchneuron.compat import html, nightly, outcomes
+from torchneuron.compat import nightly, outcomes, report_page
 
 
 def _model(model_type, build="pass", forward="pass", backward="pass"):
@@ -106,7 +106,7 @@ def test_html_page_embeds_totals_rows_and_families(tmp_path):
     run = str(tmp_path / "run")
     _write_run(run, [_model("llama"), _model("odd", forward="cpu_fail")],
                [_peft("lora / decoder", "pass"), _peft("lora </script> x", "fail")])
-    page = html.write(run, str(tmp_path / "compat.html"))
+    page = report_page.write(run, str(tmp_path / "compat.html"))
     text = open(page).read()
     assert text.count("</script>") == 2  # a case name cannot end the data script early
     embedded = json.loads(text.split('type="application/json">')[1].split("</script>")[0]

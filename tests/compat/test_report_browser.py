@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from torchneuron.compat import html
+from torchneuron.compat import report_page
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_report_page_in_headless_chromium(tmp_path):
     (run / "peft.json").write_text(json.dumps({
         "meta": {"battery": "peft", "stages": ["train", "merge"]},
         "totals": staged_totals(peft, ["train", "merge"]), "records": peft}))
-    page = html.write(str(run), str(tmp_path / "compat.html"))
+    page = report_page.write(str(run), str(tmp_path / "compat.html"))
     # Drive the page as a reader would: sort peft by name descending, filter models to "bert".
     probe = """<script>
     const th = [...document.querySelectorAll('#table-peft th')].find(t => t.dataset.col === 'name');

@@ -2,7 +2,7 @@
 JSON: the prompts' token ids, the greedy tokens and their log-probabilities, the seeded
 samples, and for every worker its rank, device, the backend of its tensor-parallel device group
 and where its weights and KV cache live. The platform is vLLM's choice
-(`VLLM_TARGET_DEVICE=cpu` gives its CPU platform).
+(`VLLM_TARGET_DEVICE=cpu`, or `VLLM_PLUGINS` leaving neuron out, gives its CPU platform).
 
     python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N] [--compile]
 """

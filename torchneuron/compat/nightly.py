@@ -61,7 +61,7 @@ def previous_run(runs: str, current: str) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from . import html, outcomes
+    from . import outcomes, report_page
     from .cli import BATTERIES as COMMANDS
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         if code not in (0, None):
             failed_to_run.append(battery)
     bar.close()
-    page = html.write(folder, os.path.join(folder, "compat.html"))
+    page = report_page.write(folder, os.path.join(folder, "compat.html"))
     if args.html:
         import shutil
 

@@ -649,6 +649,49 @@ def _transformers_pipeline_maps_integers_without_neuron() -> None:
         raise Mismatch("Pipeline.__init__ now knows neuron: the patch is no longer needed")
 
 
+def _transformers_serve_handlers_as_wrapped() -> None:
+    """transformers serve (read from its source, not imported): build_server takes
+    `generation_state` and its app's lifespan still unloads models without stopping generation;
+    the request check and the generate calls torchneuron/ecosystem/transformers_serve.py wraps
+    still exist with the arguments it reads, and none refuses max_tokens below 1 itself."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or spec.origin is None:
+        return  # not installed: nothing is patched
+    folder = Path(spec.origin).parent / "cli" / "serving"
+    if not folder.is_dir():
+        raise Mismatch("transformers.cli.serving no longer exists")
+    server = ast.parse((folder / "server.py").read_text(encoding="utf-8"))
+    build = next((n for n in server.body if isinstance(n, ast.FunctionDef)
+                  and n.name == "build_server"), None)
+    if build is None or "generation_state" not in [a.arg for a in build.args.args]:
+        raise Mismatch("transformers.cli.serving.server.build_server(generation_state=) is gone")
+    lifespan = next((n for n in ast.walk(build) if isinstance(n, ast.AsyncFunctionDef)
+                     and n.name == "lifespan"), None)
+    if lifespan is None:
+        raise Mismatch("build_server's app no longer has its lifespan")
+    if "generation_state.shutdown" in ast.unparse(lifespan):
+        raise Mismatch("build_server's lifespan now stops generation: the wrapper should go")
+    text = (folder / "utils.py").read_text(encoding="utf-8")
+    classes = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.ClassDef)}
+    if "_validate_request" not in [n.name for n in getattr(classes.get("BaseHandler"), "body",
+                                                           ()) if isinstance(n, ast.FunctionDef)]:
+        raise Mismatch("transformers.cli.serving.utils.BaseHandler._validate_request is gone")
+    for cls in ("GenerateManager", "CBGenerateManager"):
+        methods = {n.name: n for n in getattr(classes.get(cls), "body", ())
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for name in ("generate_streaming", "generate_non_streaming"):
+            if name not in methods:
+                raise Mismatch(f"transformers.cli.serving.utils.{cls}.{name} is gone")
+            args = [a.arg for a in methods[name].args.args]
+            if args[:5] != ["self", "model", "processor", "inputs", "gen_config"]:
+                raise Mismatch(f"{cls}.{name} takes {args}, expected self, model, processor, "
+                               "inputs, gen_config, ...")
+    if "must be at least 1" in text:
+        raise Mismatch("transformers serve now refuses max_tokens below 1 itself")
+
+
 def _intra_op_threads_are_per_thread_openmp() -> None:
     """With ATen's OpenMP backend, at::get_num_threads() reads the calling thread's OpenMP
     setting after its lazy per-thread setup: omp_set_num_threads(1) on one thread makes that
@@ -1775,6 +1818,18 @@ ENTRIES: tuple[Internal, ...] = (
         "becomes cuda/npu/xpu:N or the CPU, never neuron:N: without the wrapper pipelines ran "
         "on the CPU without a word (checked with transformers 5.24.0)",
         _transformers_pipeline_maps_integers_without_neuron),
+    Internal(
+        "transformers.cli.serving (serve's handlers)", "patched",
+        ("torchneuron/ecosystem/transformers_serve.py",),
+        "transformers serve's app shutdown never stops the continuous-batching thread (not a "
+        "daemon), so Ctrl-C left the process waiting for it forever, and it generated for "
+        "max_tokens below 1 and past the model's context where vLLM answers 400 (checked with "
+        "transformers 5.24.0)",
+        _transformers_serve_handlers_as_wrapped,
+        covers=("transformers.cli.serving.server.build_server",
+                "transformers.cli.serving.utils.BaseHandler._validate_request",
+                "transformers.cli.serving.utils.GenerateManager.generate_streaming",
+                "transformers.cli.serving.utils.CBGenerateManager.generate_streaming")),
     Internal(
         "at::get_num_threads (per-thread OpenMP)", "relied on",
         ("torchneuron/kernels/nki/host_threads.py",),

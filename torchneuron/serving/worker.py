@@ -5,10 +5,11 @@ than from the host's NUMA node."""
 
 from __future__ import annotations
 
+import time
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
-from vllm.config import VllmConfig
+from vllm.config import CompilationMode, VllmConfig
 from vllm.logger import init_logger
 from vllm.platforms import current_platform
 from vllm.utils.torch_utils import set_random_seed
@@ -47,7 +48,7 @@ class NeuronWorker(CPUWorker):
 
     def determine_available_memory(self) -> int:
         if self._should_warm_up_model():
-            self.model_runner.warming_up_model()
+            self._warm_up()
         memory = kv_cache_size.device_memory(self.device)
         size = kv_cache_size.kv_cache_bytes(self.cache_config.kv_cache_memory_bytes, memory)
         how = "Explicitly set" if self.cache_config.kv_cache_memory_bytes else "Default"
@@ -56,3 +57,19 @@ class NeuronWorker(CPUWorker):
                     self.device, memory.device_free / kv_cache_size.GiB,
                     memory.backing_available / kv_cache_size.GiB, memory.backing_source)
         return size
+
+    def _warm_up(self) -> None:
+        """vLLM CPU's warm-up, which in compile mode is where torch.compile runs. Said before it
+        starts: while this worker compiles, the engine waiting on it logs "No available shared
+        memory broadcast block found in 60 seconds" every minute, which reads like a hang."""
+        compiling = self.vllm_config.compilation_config.mode != CompilationMode.NONE
+        if compiling:
+            logger.info("Compiling the model with torch.compile (Inductor's C++ backend); a "
+                        "first compile takes minutes on a few cores, later starts read vLLM's "
+                        "compile cache. Meanwhile vLLM logs 'No available shared memory "
+                        "broadcast block' each minute: it waits for this compile, it is not "
+                        "hung (--enforce-eager starts without compiling).")
+        start = time.monotonic()
+        self.model_runner.warming_up_model()
+        if compiling:
+            logger.info("Compiled and warmed up in %.0f s.", time.monotonic() - start)

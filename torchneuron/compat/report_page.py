@@ -203,7 +203,7 @@ for (const [name, b] of Object.entries(DATA)) {
 """
 
 
-if __name__ == "__main__":  # python -m torchneuron.compat.html [FOLDER] [PAGE]
+if __name__ == "__main__":  # python -m torchneuron.compat.report_page [FOLDER] [PAGE]
     import sys
 
     folder = sys.argv[1] if len(sys.argv) > 1 else "reports"
