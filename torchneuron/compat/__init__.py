@@ -16,7 +16,7 @@ What they share:
 - `staged.py`: staged cases, the shape of the small batteries (diffusers, PEFT, sentences).
 - `random_draws.py`: a model's own random numbers taken from the CPU run into the neuron run.
 - `outcomes.py`: one outcome word per case, and the comparison of two runs.
-- `html.py`: the batteries' self-contained HTML report.
+- `report_page.py`: the batteries' self-contained HTML report.
 - `nightly.py`: `torchneuron compat all`, every battery into one dated run, compared with the
   previous.
 - `cli.py`: `torchneuron compat ...`, the batteries' command line."""
