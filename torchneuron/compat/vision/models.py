@@ -90,14 +90,16 @@ def _build(task: str, name: str):
     kwargs = dict(BUILDER_KWARGS.get(name, {}))
     if task in ("detection", "segmentation"):
         kwargs.update(weights_backbone=None)  # else the backbone's ImageNet weights download
-    if task == "detection":
+    if task == "detection" and not name.startswith("ssd"):  # SSD resizes to its fixed 300/320
         kwargs.update(min_size=DETECTION_SIZE, max_size=DETECTION_SIZE)
         if name.startswith("keypointrcnn"):
             kwargs.update(num_classes=4)
         else:
             kwargs.update(num_classes=5)
     if task == "classification" and name in ("inception_v3", "googlenet"):
-        kwargs.update(init_weights=True)  # their builders warn without it
+        # Their builders warn without init_weights; the auxiliary heads of training mode need
+        # 299-pixel images, so the training sample runs the main path.
+        kwargs.update(init_weights=True, aux_logits=False)
     return M.get_model(name, weights=None, **kwargs)
 
 
