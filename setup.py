@@ -39,6 +39,17 @@ class BuildPerTorchVersion(BuildExtension.with_options(use_ninja=True)):
         super().finalize_options()
         self.build_temp = os.path.join(HERE, "build", f"torch-{TORCH_VERSION}")
 
+    def _get_inplace_equivalent(self, build_py, ext):
+        # setuptools builds into build_lib (get_ext_fullpath below) and then copies to the source
+        # tree: both ends in the version's folder.
+        if ext.name != "torchneuron._C":
+            return super()._get_inplace_equivalent(build_py, ext)
+        folder = EXTENSION.build_dir(TORCH_VERSION)
+        name = self.get_ext_filename("_C")
+        regular = os.path.join(self.build_lib, os.path.relpath(folder, HERE), name)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(str(folder), name), regular
+
     def get_ext_fullpath(self, ext_name):
         if ext_name != "torchneuron._C":
             return super().get_ext_fullpath(ext_name)
