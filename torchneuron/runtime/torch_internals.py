@@ -399,6 +399,17 @@ def _native_dispatch() -> dict[str, dict[str, str]]:
     return table
 
 
+def _comm_functions_only_in_cuda_builds() -> None:
+    fn = getattr(torch._C, "_scatter", None)
+    # What torchneuron installed (device/comm.py) does not count as the build's own.
+    own = fn is not None and not getattr(fn, "__module__", "").startswith("torchneuron")
+    wrapped = getattr(fn, "_neuron_comm", False)
+    if build_variant() == "cpu" and own:
+        raise Mismatch("a CPU-only build has a torch._C._scatter of its own")
+    if build_variant() == "cuda" and not (own or wrapped):
+        raise Mismatch("a CUDA build has no torch._C._scatter")
+
+
 def _sparse_kernels_shared_with_cuda(kernels) -> Callable[[], None]:
     def check() -> None:
         table = _native_dispatch()
@@ -821,9 +832,11 @@ ENTRIES: tuple[Internal, ...] = (
     Internal(
         "torch._C._scatter", "patched", ("torchneuron/device/comm.py",),
         "nn.parallel.comm hands DataParallel's scatter, gather and broadcasts to torch._C "
-        "functions only CUDA builds have; in a build without them comm.py provides them for "
-        "neuron devices (the integer indices comm passes can only mean neuron there)",
-        _all(contains("torch.nn.parallel.comm", "scatter",
+        "functions only CUDA builds have; in a build without them (the 2.13.0 CPU wheel) "
+        "comm.py provides them for neuron devices (the integer indices comm passes can only "
+        "mean neuron there); in a CUDA build (PyPI's 2.14.1, used on the CPU) CUDA's serve "
+        "CUDA tensors and neuron's the others",
+        _all(_comm_functions_only_in_cuda_builds,contains("torch.nn.parallel.comm", "scatter",
                       "torch._C._scatter(tensor, devices, chunk_sizes, dim, streams)",
                       "torch._C._scatter_out(tensor, out, dim, streams)"),
              contains("torch.nn.parallel.comm", "gather", "torch._C._gather(tensors, dim, "
@@ -833,7 +846,9 @@ ENTRIES: tuple[Internal, ...] = (
              contains("torch.nn.parallel.comm", "broadcast_coalesced",
                       "torch._C._broadcast_coalesced(tensors, devices, buffer_size)")),
         covers=("torch._C._gather", "torch._C._broadcast", "torch._C._broadcast_coalesced",
-                "torch._C._scatter_out", "torch._C._gather_out", "torch._C._broadcast_out")),
+                "torch._C._scatter_out", "torch._C._gather_out", "torch._C._broadcast_out",
+                "torch._C.?"),
+        checked_on=CHECKED_ON_BOTH),
     Internal(
         "torch.nn.parallel.comm.reduce_add", "re-pointed", ("torchneuron/device/comm.py",),
         "DataParallel's backward sums gradients with reduce_add (through reduce_add_coalesced, "
