@@ -750,7 +750,9 @@ _WORK_VIRTUALS = (
     "_ZN4c10d4Work4waitENSt6chrono8durationIlSt5ratioILl1ELl1000EEEE", "_ZN4c10d4Work5abortEv",
     "_ZNK4c10d4Work10sourceRankEv", "_ZNK4c10d4Work11getDurationEv",
     "_ZNK4c10d4Work14retrieveOpTypeEv", "_ZNK4c10d4Work17getSequencenumberEv",
-    "_ZNK4c10d4Work9exceptionEv", "_ZNK4c10d4Work9isSuccessEv")
+    "_ZNK4c10d4Work9exceptionEv", "_ZNK4c10d4Work9isSuccessEv") + (
+    # torch 2.14 added the virtual Work::getTimeout (Work.hpp), which the vtables inherit.
+    ("_ZNK4c10d4Work10getTimeoutEv",) if torch_minor() == "2.14" else ())
 
 # --------------------------------------------------------------------------- the list
 
