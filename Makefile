@@ -68,7 +68,7 @@ compat-all: setup setup-214 chromium
 
 # ResNet-50 (bf16 autocast, channels_last) and detection training steps, neuron against the CPU.
 demo-vision: setup-214
-	$(BIN214)/python -m demo.train_vision
+	NEURON_RNG=cpu $(BIN214)/python -m demo.train_vision
 
 compat-vision: setup-214
 	$(BIN214)/torchneuron compat vision
