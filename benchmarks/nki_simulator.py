@@ -103,13 +103,21 @@ def timed(fn) -> float:
 def baseline(rev: str, rounds: int, outputs_path: str) -> dict:
     """Runs `--measure` in a subprocess over revision `rev`'s torchneuron and `nki` (its files
     from git, this build's C++ extension beside them)."""
+    import torch
+
     workdir = tempfile.mkdtemp(prefix="nki-baseline-")
     try:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "torchneuron", "nki"],
                                  check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", workdir], input=archive, check=True)
-        for extension in (ROOT / "torchneuron").glob("_C*.so"):
+        # This torch's build, where a revision of either layout looks: in place (before
+        # runtime/extension.py) and in _builds/torch-<version>/ (since).
+        build = pathlib.Path(str(ROOT / "torchneuron" / "_builds" / f"torch-{torch.__version__}"))
+        for extension in build.glob("_C*.so"):
             shutil.copy(extension, pathlib.Path(workdir) / "torchneuron")
+            target = pathlib.Path(workdir) / "torchneuron" / "_builds" / build.name
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copy(extension, target)
         env = dict(os.environ, PYTHONPATH=workdir)
         done = subprocess.run([sys.executable, __file__, "--measure", "--rounds", str(rounds),
                                "--outputs", outputs_path], env=env, capture_output=True,

@@ -41,7 +41,11 @@ def _autoload() -> None:
 # calls the entry point on this partially initialized module.
 import torch  # noqa: E402
 
-from . import _C  # noqa: E402
+# The C++ core built for this torch version (runtime/extension.py: one build per version).
+from .runtime import extension as _extension  # noqa: E402
+
+_extension.load(torch.__version__)
+from . import _C  # noqa: E402  (the module load() registered as torchneuron._C)
 from .runtime import device_state as _device_state  # noqa: E402
 
 # 1. The runtime: how many devices and how much HBM each, from the profile and the environment,

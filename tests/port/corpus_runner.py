@@ -31,7 +31,7 @@ def check_device(device):
 
     if device == "neuron":
         import torchneuron  # noqa: F401 - torch autoloads it; explicit in case it is not installed
-    accelerator = torch.accelerator.current_accelerator()
+    accelerator = torch.accelerator.current_accelerator(check_available=True)
     found = accelerator.type if accelerator is not None else "cpu"
     assert found == device, f"asked to run on {device}, but the accelerator is {found}"
 

@@ -78,7 +78,7 @@ def test_encoding_details_survive_a_fix(tmp_path):
     engine.process(str(path), fix=True)
     data = path.read_bytes()
     assert data == (b"\xef\xbb\xbfimport torch\r\nx = torch.ones(2).to("
-                    b"torch.accelerator.current_accelerator())  # caf\xc3\xa9\r\n")
+                    b"torch.accelerator.current_accelerator(check_available=True))  # caf\xc3\xa9\r\n")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o750
     assert not [p for p in tmp_path.iterdir() if p.name != "a.py"]  # no temporary left
 

@@ -78,7 +78,7 @@ def test_fix_diff_writes_nothing(tree, capsys):
     code, out, err = run(capsys, "fix", "--diff", str(tree))
     assert (tree / "a.py").read_text() == before
     assert out.startswith(f"--- a/{str(tree / 'a.py').lstrip('/')}")
-    assert "+x = torch.ones(2).to(torch.accelerator.current_accelerator())" in out
+    assert "+x = torch.ones(2).to(torch.accelerator.current_accelerator(check_available=True))" in out
     assert "TNP301" in err and "Fixed 1 finding in 1 file; 1 left" in err
     assert code == 1  # the cudnn switch is still there
 
@@ -86,7 +86,7 @@ def test_fix_diff_writes_nothing(tree, capsys):
 def test_fix_writes_then_nothing_left_to_fix(tree, capsys):
     code, out, _ = run(capsys, "fix", str(tree))
     assert code == 1 and "Fixed 1 finding in 1 file; 1 left in 1 file." in out
-    assert ".to(torch.accelerator.current_accelerator())" in (tree / "a.py").read_text()
+    assert ".to(torch.accelerator.current_accelerator(check_available=True))" in (tree / "a.py").read_text()
     code, out, _ = run(capsys, "fix", str(tree))
     assert "Fixed 0 findings in 0 files; 1 left" in out
     code, out, _ = run(capsys, "fix", "--ignore", "TNP301", str(tree))

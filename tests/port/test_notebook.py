@@ -34,7 +34,7 @@ def test_fix_keeps_everything_but_the_code(tmp_path):
     assert result.errors == [] and result.fixed == 1
     before, after = json.loads(original), json.loads(path.read_text())
     assert after["cells"][2]["source"] == [
-        "%%time\n", "x = torch.ones(1).to(torch.accelerator.current_accelerator())\n",
+        "%%time\n", "x = torch.ones(1).to(torch.accelerator.current_accelerator(check_available=True))\n",
         "y = !ls\n", "print(x)"]
     after["cells"][2]["source"] = before["cells"][2]["source"]
     assert after == before
@@ -47,7 +47,7 @@ def test_missing_import_goes_into_the_first_code_cell(tmp_path):
     engine.process(str(path), fix=True)
     cells = json.loads(path.read_text())["cells"]
     assert cells[1]["source"][0] == "import torch\n"
-    assert "".join(cells[2]["source"]) == "b = a.to(torch.accelerator.current_accelerator())"
+    assert "".join(cells[2]["source"]) == "b = a.to(torch.accelerator.current_accelerator(check_available=True))"
 
 
 def test_a_broken_cell_is_reported_and_the_others_fixed(tmp_path):

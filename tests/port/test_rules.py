@@ -16,7 +16,7 @@ x = torch.ones(2).cuda()
      'TNP001+',
      """\
 import torch
-x = torch.ones(2).to(torch.accelerator.current_accelerator())
+x = torch.ones(2).to(torch.accelerator.current_accelerator(check_available=True))
 """),
     ('dot_cuda_nb', """\
 import torch
@@ -25,7 +25,7 @@ x = torch.ones(2).cuda(non_blocking=True)
      'TNP001+',
      """\
 import torch
-x = torch.ones(2).to(torch.accelerator.current_accelerator(), non_blocking=True)
+x = torch.ones(2).to(torch.accelerator.current_accelerator(check_available=True), non_blocking=True)
 """),
     ('dot_cuda_idx', """\
 import torch
@@ -34,7 +34,7 @@ x = torch.ones(2).cuda(1)
      'TNP001+',
      """\
 import torch
-x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, 1))
+x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, 1))
 """),
     ('dot_cuda_unknown', """\
 import torch
@@ -52,7 +52,7 @@ for i in range(2):
      """\
 import torch
 for i in range(2):
-    x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, i))
+    x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, i))
 """),
     ('dot_cuda_param_int', """\
 import torch
@@ -63,7 +63,7 @@ def f(x, rank: int):
      """\
 import torch
 def f(x, rank: int):
-    return x.to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, rank))
+    return x.to(torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, rank))
 """),
     ('to_cuda', """\
 import torch
@@ -72,7 +72,7 @@ x = torch.ones(2).to('cuda')
      'TNP002+',
      """\
 import torch
-x = torch.ones(2).to(torch.accelerator.current_accelerator())
+x = torch.ones(2).to(torch.accelerator.current_accelerator(check_available=True))
 """),
     ('to_cuda0', """\
 import torch
@@ -81,7 +81,7 @@ x = torch.ones(2).to("cuda:0")
      'TNP002+',
      """\
 import torch
-x = torch.ones(2).to((torch.accelerator.current_accelerator() or torch.device("cpu")).type + ":0")
+x = torch.ones(2).to((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type + ":0")
 """),
     ('to_fstring', """\
 import torch
@@ -92,7 +92,7 @@ x = torch.ones(2).to(f"cuda:{r}")
      """\
 import torch
 r = 0
-x = torch.ones(2).to(f"{(torch.accelerator.current_accelerator() or torch.device('cpu')).type}:{r}")
+x = torch.ones(2).to(f"{(torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')).type}:{r}")
 """),
     ('to_fstring_single', """\
 import torch
@@ -103,7 +103,7 @@ x = torch.ones(2).to(f'cuda:{r}')
      """\
 import torch
 r = 0
-x = torch.ones(2).to(f'{(torch.accelerator.current_accelerator() or torch.device("cpu")).type}:{r}')
+x = torch.ones(2).to(f'{(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type}:{r}')
 """),
     ('concat', """\
 import torch
@@ -112,7 +112,7 @@ x = torch.ones(2).to("cuda:" + str(0))
      'TNP002+',
      """\
 import torch
-x = torch.ones(2).to(((torch.accelerator.current_accelerator() or torch.device("cpu")).type + ":") + str(0))
+x = torch.ones(2).to(((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type + ":") + str(0))
 """),
     ('factory', """\
 import torch
@@ -121,7 +121,7 @@ x = torch.zeros(3, device="cuda")
      'TNP002+',
      """\
 import torch
-x = torch.zeros(3, device=torch.accelerator.current_accelerator())
+x = torch.zeros(3, device=torch.accelerator.current_accelerator(check_available=True))
 """),
     ('torch_device', """\
 import torch
@@ -130,7 +130,7 @@ d = torch.device("cuda")
      'TNP002+',
      """\
 import torch
-d = torch.accelerator.current_accelerator() or torch.device("cpu")
+d = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 """),
     ('torch_device_type', """\
 import torch
@@ -139,7 +139,7 @@ t = torch.device("cuda").type
      'TNP002+',
      """\
 import torch
-t = (torch.accelerator.current_accelerator() or torch.device("cpu")).type
+t = (torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type
 """),
     ('torch_device_idx', """\
 import torch
@@ -148,7 +148,7 @@ d = torch.device("cuda", 1)
      'TNP002+',
      """\
 import torch
-d = torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, 1)
+d = torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, 1)
 """),
     ('torch_device_colon', """\
 import torch
@@ -157,7 +157,7 @@ d = torch.device('cuda:1')
      'TNP002+',
      """\
 import torch
-d = torch.device((torch.accelerator.current_accelerator() or torch.device('cpu')).type, 1)
+d = torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')).type, 1)
 """),
     ('idiom', """\
 import torch
@@ -166,7 +166,7 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
      'TNP002+ TNP101+',
      """\
 import torch
-device = torch.device(torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu")
+device = torch.device(torch.accelerator.current_accelerator(check_available=True).type if torch.accelerator.is_available() else "cpu")
 """),
     ('idiom_str', """\
 import torch
@@ -175,7 +175,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
      'TNP002+ TNP101+',
      """\
 import torch
-device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+device = torch.accelerator.current_accelerator(check_available=True).type if torch.accelerator.is_available() else "cpu"
 """),
     ('idiom_devices', """\
 import torch
@@ -184,7 +184,7 @@ device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cp
      'TNP002+ TNP101+',
      """\
 import torch
-device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else torch.device("cpu")
+device = torch.accelerator.current_accelerator(check_available=True) if torch.accelerator.is_available() else torch.device("cpu")
 """),
     ('idiom_name', """\
 import torch
@@ -195,7 +195,7 @@ device = torch.device("cuda" if use_cuda else "cpu")
      """\
 import torch
 use_cuda = not False and torch.accelerator.is_available()
-device = torch.device(torch.accelerator.current_accelerator().type if use_cuda else "cpu")
+device = torch.device(torch.accelerator.current_accelerator(check_available=True).type if use_cuda else "cpu")
 """),
     ('idiom_if', """\
 import torch
@@ -208,7 +208,7 @@ else:
      """\
 import torch
 if torch.accelerator.is_available():
-    device = torch.accelerator.current_accelerator().type
+    device = torch.accelerator.current_accelerator(check_available=True).type
 else:
     device = "cpu"
 """),
@@ -219,7 +219,7 @@ device = "cpu" if not torch.cuda.is_available() else "cuda"
      'TNP101+ TNP002+',
      """\
 import torch
-device = "cpu" if not torch.accelerator.is_available() else torch.accelerator.current_accelerator().type
+device = "cpu" if not torch.accelerator.is_available() else torch.accelerator.current_accelerator(check_available=True).type
 """),
     ('idiom_args', """\
 import torch
@@ -230,7 +230,7 @@ def main(args):
      """\
 import torch
 def main(args):
-    device = torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type if args.cuda else "cpu")
+    device = torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type if args.cuda else "cpu")
 """),
     ('assign_device', """\
 import torch
@@ -239,7 +239,7 @@ DEVICE = 'cuda'
      'TNP002+',
      """\
 import torch
-DEVICE = (torch.accelerator.current_accelerator() or torch.device('cpu')).type
+DEVICE = (torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')).type
 """),
     ('param_default', """\
 import torch
@@ -249,7 +249,7 @@ def train(model, device="cuda"):
      'TNP002+',
      """\
 import torch
-def train(model, device=(torch.accelerator.current_accelerator() or torch.device("cpu")).type):
+def train(model, device=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type):
     pass
 """),
     ('is_cuda', """\
@@ -291,7 +291,7 @@ import argparse
 import torch
 
 p = argparse.ArgumentParser()
-p.add_argument("--device", default=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, choices=["cpu", "cuda"])
+p.add_argument("--device", default=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, choices=["cpu", "cuda"])
 """),
     ('legacy', """\
 import torch
@@ -558,7 +558,7 @@ with torch.cuda.amp.autocast():
      'TNP201+',
      """\
 import torch
-with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.float16, enabled=torch.accelerator.is_available()):
+with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, dtype=torch.float16, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('autocast_args', """\
@@ -569,7 +569,7 @@ with torch.cuda.amp.autocast(True, torch.bfloat16):
      'TNP201+',
      """\
 import torch
-with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available(), dtype=torch.bfloat16):
+with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, enabled=torch.accelerator.is_available(), dtype=torch.bfloat16):
     pass
 """),
     ('autocast_import', """\
@@ -581,7 +581,7 @@ with autocast(dtype=torch.bfloat16):
      'TNP201+',
      """\
 import torch
-with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
+with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('autocast_multiline', """\
@@ -596,7 +596,7 @@ with torch.cuda.amp.autocast(
      """\
 import torch
 with torch.amp.autocast(
-    device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type,
+    device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type,
     enabled=torch.accelerator.is_available(),
     dtype=torch.float16,
 ):
@@ -610,7 +610,7 @@ with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
      'TNP002+',
      """\
 import torch
-with torch.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
+with torch.autocast(device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, dtype=torch.bfloat16, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('autocast_positional', """\
@@ -621,7 +621,7 @@ with torch.autocast("cuda"):
      'TNP002+',
      """\
 import torch
-with torch.autocast((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available()):
+with torch.autocast((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, enabled=torch.accelerator.is_available()):
     pass
 """),
     ('scaler', """\
@@ -631,7 +631,7 @@ scaler = torch.cuda.amp.GradScaler(init_scale=1024)
      'TNP202+',
      """\
 import torch
-scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, init_scale=1024, enabled=torch.accelerator.is_available())
+scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, init_scale=1024, enabled=torch.accelerator.is_available())
 """),
     ('scaler_import_noimport_torch', """\
 from torch.cuda.amp import GradScaler
@@ -641,7 +641,7 @@ scaler = GradScaler()
      """\
 import torch
 
-scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available())
+scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, enabled=torch.accelerator.is_available())
 """),
     ('scaler_new', """\
 import torch
@@ -650,7 +650,7 @@ scaler = torch.amp.GradScaler("cuda")
      'TNP002+',
      """\
 import torch
-scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator() or torch.device("cpu")).type, enabled=torch.accelerator.is_available())
+scaler = torch.amp.GradScaler((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, enabled=torch.accelerator.is_available())
 """),
     ('custom_fwd', """\
 import torch
@@ -667,7 +667,7 @@ class F(torch.autograd.Function):
      'TNP203+ TNP203+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 class F(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type=accelerator.type)
@@ -687,7 +687,7 @@ def f(x):
      'TNP203+',
      """\
 import torch
-@torch.amp.custom_fwd(cast_inputs=torch.float32, device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+@torch.amp.custom_fwd(cast_inputs=torch.float32, device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type)
 def f(x):
     return x
 """),
@@ -749,7 +749,7 @@ dist.init_process_group(backend="nccl", init_method="env://")
 import torch.distributed as dist
 import torch
 
-dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")), init_method="env://")
+dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")), init_method="env://")
 """),
     ('nccl_positional', """\
 import torch.distributed as dist
@@ -760,7 +760,7 @@ dist.init_process_group("nccl", "env://")
 import torch.distributed as dist
 import torch
 
-dist.init_process_group(dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")), "env://")
+dist.init_process_group(dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")), "env://")
 """),
     ('nccl_idiom', """\
 import torch
@@ -771,7 +771,7 @@ dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
      """\
 import torch
 import torch.distributed as dist
-dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
+dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")))
 """),
     ('nccl_multiline', """\
 import torch.distributed as dist
@@ -786,7 +786,7 @@ import torch.distributed as dist
 import torch
 
 dist.init_process_group(
-    backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")),
+    backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")),
     world_size=2,
 )
 """),
@@ -804,7 +804,7 @@ import torch
 
 dist.init_process_group(
     world_size=2,
-    backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")),
+    backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")),
 )
 """),
     ('nccl_var', """\
@@ -818,7 +818,7 @@ import argparse
 import torch
 
 p = argparse.ArgumentParser()
-p.add_argument("--backend", default=torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
+p.add_argument("--backend", default=torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")))
 """),
     ('nccl_enum', """\
 import torch.distributed as dist
@@ -829,7 +829,7 @@ dist.init_process_group(backend=dist.Backend.NCCL)
 import torch.distributed as dist
 import torch
 
-dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
+dist.init_process_group(backend=dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")))
 """),
     ('ddp', """\
 import os
@@ -879,7 +879,7 @@ x = y.cuda()
      """\
 import torch
 
-x = y.to(torch.accelerator.current_accelerator())
+x = y.to(torch.accelerator.current_accelerator(check_available=True))
 """),
     ('alias_module', """\
 import torch.cuda as tc
@@ -923,7 +923,7 @@ s = torch.load("x.pt", map_location="cuda:0")
      'TNP002+',
      """\
 import torch
-s = torch.load("x.pt", map_location=(torch.accelerator.current_accelerator() or torch.device("cpu")).type + ":0")
+s = torch.load("x.pt", map_location=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type + ":0")
 """),
     ('generator', """\
 import torch
@@ -932,7 +932,7 @@ g = torch.Generator(device="cuda")
      'TNP002+',
      """\
 import torch
-g = torch.Generator(device=(torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+g = torch.Generator(device=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type)
 """),
     ('docstring', 'def f():\n    """cuda"""\n',
      '',
@@ -944,7 +944,7 @@ torch.set_default_device("cuda")
      'TNP002+',
      """\
 import torch
-torch.set_default_device((torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+torch.set_default_device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type)
 """),
     ('new_zeros', """\
 import torch
@@ -953,7 +953,7 @@ y = torch.ones(2).new_zeros(3, device="cuda")
      'TNP002+',
      """\
 import torch
-y = torch.ones(2).new_zeros(3, device=(torch.accelerator.current_accelerator() or torch.device("cpu")).type)
+y = torch.ones(2).new_zeros(3, device=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type)
 """),
     ('guard_and', """\
 import torch
@@ -977,7 +977,7 @@ if torch.accelerator.device_count() > 0:
 """),
     ('crlf', 'import torch\r\nx = torch.ones(2).cuda()  # move\r\n',
      'TNP001+',
-     'import torch\r\nx = torch.ones(2).to(torch.accelerator.current_accelerator())  # move\r\n'),
+     'import torch\r\nx = torch.ones(2).to(torch.accelerator.current_accelerator(check_available=True))  # move\r\n'),
     ('comments_kept', """\
 import torch
 # set up
@@ -989,7 +989,7 @@ model = model.cuda()  # to GPU
 import torch
 # set up
 model = torch.nn.Linear(2, 2)  # tiny
-model = model.to(torch.accelerator.current_accelerator())  # to GPU
+model = model.to(torch.accelerator.current_accelerator(check_available=True))  # to GPU
 """),
     ('star_args', """\
 import torch
@@ -1014,7 +1014,7 @@ g = dist.new_group([0, 1], None, "nccl")
 import torch.distributed as dist
 import torch
 
-g = dist.new_group([0, 1], None, dist.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")))
+g = dist.new_group([0, 1], None, dist.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")))
 """),
     ('backend_string_mixed', """\
 import torch.distributed as dist
@@ -1060,7 +1060,7 @@ m = torch.cuda.memory_allocated("cuda:0")
      'TNP112- TNP002+ TNP107+ TNP002+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 p = torch.cuda.get_device_properties(accelerator.type)
 m = torch.accelerator.memory_allocated(accelerator.type + ":0") if torch.accelerator.is_available() else 0
 """),
@@ -1071,7 +1071,7 @@ print(f"{torch.ones(1).cuda(0)}")
      'TNP001+',
      """\
 import torch
-print(f"{torch.ones(1).to(torch.device((torch.accelerator.current_accelerator() or torch.device('cpu')).type, 0))}")
+print(f"{torch.ones(1).to(torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')).type, 0))}")
 """),
     ('pin_multiline', """\
 import torch
@@ -1107,7 +1107,7 @@ ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)
      'TNP002+ TNP004+',
      """\
 import torch
-device = (torch.accelerator.current_accelerator() or torch.device('cpu')).type + ':0'
+device = (torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')).type + ':0'
 device_type = torch.device(device).type
 ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)
 """),
@@ -1198,7 +1198,7 @@ use_amp = device == "cuda"
      'TNP002+ TNP101+ TNP004+',
      """\
 import torch
-device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+device = torch.accelerator.current_accelerator(check_available=True).type if torch.accelerator.is_available() else "cpu"
 use_amp = device != "cpu"
 """),
     ('type_exact_string', """\
@@ -1308,7 +1308,7 @@ def load(path, gpu_id: int):
      """\
 import torch
 def load(path, gpu_id: int):
-    loc = f"{torch.accelerator.current_accelerator().type}:{gpu_id}" if torch.accelerator.is_available() else "cpu"
+    loc = f"{torch.accelerator.current_accelerator(check_available=True).type}:{gpu_id}" if torch.accelerator.is_available() else "cpu"
     return torch.load(path, map_location=loc)
 """),
     ('indexed_anywhere', """\
@@ -1319,7 +1319,7 @@ names = ["cuda:0"]
      'TNP002+ TNP002+ TNP002+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 maps = {accelerator.type + ":1" if torch.accelerator.is_available() else "cpu": accelerator.type + ":0" if torch.accelerator.is_available() else "cpu"}
 names = [accelerator.type + ":0" if torch.accelerator.is_available() else "cpu"]
 """),
@@ -1333,7 +1333,7 @@ def f(rank):
      """\
 import torch
 def f(rank):
-    where = (torch.accelerator.current_accelerator().type + ":") + str(rank) if torch.accelerator.is_available() else "cpu"
+    where = (torch.accelerator.current_accelerator(check_available=True).type + ":") + str(rank) if torch.accelerator.is_available() else "cpu"
     return where
 """),
     ('int_to', """\
@@ -1347,7 +1347,7 @@ x = torch.ones(2).to(local_rank, non_blocking=True)
 import os
 import torch
 local_rank = int(os.environ["LOCAL_RANK"])
-x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, local_rank), non_blocking=True)
+x = torch.ones(2).to(torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, local_rank), non_blocking=True)
 """),
     ('int_self_attr', """\
 import torch
@@ -1361,7 +1361,7 @@ class Trainer:
      'TNP009+ TNP009+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 class Trainer:
     def __init__(self, model, gpu_id: int):
         self.gpu_id = gpu_id
@@ -1384,7 +1384,7 @@ import torch
 class Trainer:
     def __init__(self, model):
         self.gpu_id = int(os.environ["LOCAL_RANK"])
-        self.model = model.to(torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, self.gpu_id))
+        self.model = model.to(torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, self.gpu_id))
 """),
     ('int_self_unknown', """\
 import torch
@@ -1421,7 +1421,7 @@ def g(y):
      """\
 import os
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 
 SEED = 0
 
@@ -1447,7 +1447,7 @@ def f(rank: int):
      """\
 import torch
 def f(rank: int):
-    return torch.zeros(3, device=torch.device((torch.accelerator.current_accelerator() or torch.device("cpu")).type, rank))
+    return torch.zeros(3, device=torch.device((torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, rank))
 """),
     ('int_literal', """\
 import torch
@@ -1457,7 +1457,7 @@ y = torch.ones(2).to(device=1)
      'TNP009+ TNP009+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 x = torch.ones(2).to(torch.device(accelerator.type, 0))  # the first GPU
 y = torch.ones(2).to(device=torch.device(accelerator.type, 1))
 """),
@@ -1485,7 +1485,7 @@ def main(rank: int):
 import torch
 def main(rank: int):
     'Train.'
-    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+    accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
     model = torch.nn.Linear(2, 2).to(accelerator)
     x = torch.ones(2, device=accelerator)
     return model(x).to(f"{accelerator.type}:{rank}")
@@ -1501,7 +1501,7 @@ x = torch.ones(2).to('cuda:0')
      """\
 import torch
 import torch.nn as nn
-accelerator = torch.accelerator.current_accelerator() or torch.device('cpu')
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device('cpu')
 
 model = nn.Linear(2, 2).to(accelerator.type + ':0')
 x = torch.ones(2).to(accelerator.type + ':0')
@@ -1517,7 +1517,7 @@ def f(x, y):
 import torch
 accelerator = None
 def f(x, y):
-    accelerator_device = torch.accelerator.current_accelerator() or torch.device("cpu")
+    accelerator_device = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
     return x.to(accelerator_device.type + ":0"), y.to(accelerator_device.type + ":1")
 """),
     ('hoist_once_inline', """\
@@ -1530,7 +1530,7 @@ def g(y):
      'TNP002+ TNP002+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 def f(x):
     return x.to(accelerator.type + ":0")
 def g(y):
@@ -1547,7 +1547,7 @@ def outer(x):
      'TNP002+ TNP002+ TNP002+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 def outer(x):
     a = x.to(accelerator.type + ":0")
     def inner(y):
@@ -1565,7 +1565,7 @@ def f():
      'TNP203+ TNP002+',
      """\
 import torch
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 def f():
     @torch.amp.custom_fwd(device_type=accelerator.type)
     def g(ctx, x):
@@ -1676,7 +1676,7 @@ def forward(model, x):
      """\
 import torch
 def forward(model, x):
-    with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator() or torch.device("cpu")).type, dtype=torch.float16, enabled=torch.accelerator.is_available()):
+    with torch.amp.autocast(device_type=(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type, dtype=torch.float16, enabled=torch.accelerator.is_available()):
         return model(x)
 """),
     ('autocast_enabled_flag', """\
@@ -1690,7 +1690,7 @@ def forward(model, x, amp):
      """\
 import torch
 def forward(model, x, amp):
-    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+    accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
     scaler = torch.amp.GradScaler(accelerator.type, enabled=amp and torch.accelerator.is_available())
     with torch.amp.autocast(device_type=accelerator.type, enabled=amp and torch.accelerator.is_available(), dtype=torch.float16):
         return model(x), scaler
@@ -1708,7 +1708,7 @@ def forward(model, x):
 import torch
 def forward(model, x):
     if torch.accelerator.is_available():
-        with torch.amp.autocast(device_type=torch.accelerator.current_accelerator().type, dtype=torch.float16):
+        with torch.amp.autocast(device_type=torch.accelerator.current_accelerator(check_available=True).type, dtype=torch.float16):
             return model(x)
     return model(x)
 """),
@@ -1725,7 +1725,7 @@ import torch.distributed as dist
 import torch
 
 p = argparse.ArgumentParser()
-p.add_argument("--dist-backend", default=torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator() or torch.device("cpu")), type=str)
+p.add_argument("--dist-backend", default=torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")), type=str)
 """),
     ('data_parallel_functional', """\
 import torch

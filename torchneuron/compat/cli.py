@@ -1,4 +1,4 @@
-"""`torchneuron compat ops|models|diffusers|peft|sentence-transformers|all`: the batteries'
+"""`torchneuron compat ops|models|diffusers|peft|sentence-transformers|vision|timm|all`: the batteries'
 command line. Each battery module provides
 `add_arguments(parser)` and `run(args) -> exit code` in its command.py."""
 
@@ -17,6 +17,11 @@ BATTERIES = {
              "PEFT methods on a decoder, an encoder and an encoder-decoder, neuron vs CPU"),
     "sentence-transformers": ("torchneuron.compat.sentences.command",
                               "sentence-transformers encode and contrastive fit, neuron vs CPU"),
+    # torchvision and timm install beside torch 2.14.1 only (.venv-214, `make setup-214`).
+    "vision": ("torchneuron.compat.vision.command",
+               "torchvision's model builders, ops and transforms v2, neuron vs CPU"),
+    "timm": ("torchneuron.compat.vision.timm_command",
+             "timm's model families, forward and backward, neuron vs CPU"),
 }
 
 

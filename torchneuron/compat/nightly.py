@@ -1,5 +1,6 @@
 """`torchneuron compat all` (`make compat-all`): every battery (ops, models, diffusers, PEFT,
-sentence-transformers) into one dated folder under --runs, then the HTML report of that run and
+sentence-transformers, and torchvision's and timm's, which run in the interpreter of
+--vision-python where this environment lacks torchvision) into one dated folder under --runs, then the HTML report of that run and
 its comparison with the previous run in --runs (or the run named by --compare): regressions
 first, then new passes, then unchanged. Exit code 1 when anything regressed, else 0."""
 
@@ -8,10 +9,15 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import importlib.util
 import os
+import subprocess
 import sys
 
 from .outcomes import BATTERIES
+
+# Batteries whose library installs beside torch 2.14.1 only, and the module each needs.
+VISION = {"vision": "torchvision", "timm": "timm"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="only these batteries (default all)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="worker processes for the op and model batteries (default: one per CPU)")
+    p.add_argument("--vision-python", metavar="PYTHON",
+                   help="interpreter of the environment with torchvision and timm (.venv-214's), "
+                        "which runs the vision and timm batteries when this one lacks them")
     p.add_argument("--models", nargs="*", default=None, metavar="PATTERN",
                    help="only these model types in the model battery (default all)")
 
@@ -71,6 +80,16 @@ def run(args: argparse.Namespace) -> int:
     failed_to_run = []
     for battery in bar:
         bar.set_description(battery)
+        if battery in VISION and importlib.util.find_spec(VISION[battery]) is None:
+            if not getattr(args, "vision_python", None):
+                print(f"{battery}: not run, this environment lacks {VISION[battery]} "
+                      f"(--vision-python names one that has it)", file=sys.stderr)
+                continue
+            code = subprocess.run([args.vision_python, "-m", "torchneuron.cli", "compat", battery,
+                                   "--out", folder]).returncode
+            if code != 0:
+                failed_to_run.append(battery)
+            continue
         module = importlib.import_module(COMMANDS[battery][0])
         code = module.run(battery_arguments(battery, folder, args))
         if code not in (0, None):

@@ -11,7 +11,7 @@ import json
 import os
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
-BATTERIES = ("ops", "models", "diffusers", "peft", "sentence-transformers")
+BATTERIES = ("ops", "models", "diffusers", "peft", "sentence-transformers", "vision", "timm")
 _OPS_FAILED = ("mismatch", "error", "crash", "timeout", "abandoned")
 
 

@@ -154,17 +154,37 @@ def _reduce_add(inputs, destination=None):
 _ORIGINAL_REDUCE_ADD = _nn_comm.reduce_add
 
 
+_IMPLS = {"_broadcast": _broadcast_impl, "_broadcast_out": _broadcast_out_impl,
+          "_broadcast_coalesced": _broadcast_coalesced_impl, "_scatter": _scatter_impl,
+          "_scatter_out": _scatter_out_impl, "_gather": _gather_impl,
+          "_gather_out": _gather_out_impl}
+
+
+def _on_cuda(first) -> bool:
+    """Whether the call's first argument (a tensor, or a sequence of them) is on CUDA."""
+    tensor = first if isinstance(first, torch.Tensor) else next(
+        (t for t in first if isinstance(t, torch.Tensor)), None)
+    return tensor is not None and tensor.device.type == "cuda"
+
+
+def _by_device(impl, cuda_impl):
+    """In a CUDA build (PyPI's torch 2.14.1, used on the CPU): CUDA tensors keep CUDA's
+    function, neuron and CPU tensors take neuron's."""
+    def call(first, *args, **kwargs):
+        return (cuda_impl if _on_cuda(first) else impl)(first, *args, **kwargs)
+
+    call._neuron_comm = True  # type: ignore[attr-defined]
+    return call
+
+
 def install() -> None:
-    """Provide CUDA-only comm entry points in a build that lacks them (see the docstring)."""
-    if hasattr(torch._C, "_scatter"):  # a CUDA build: its comm is CUDA's
-        return
-    # internal: see runtime/torch_internals.py "torch._C._scatter"
-    torch._C._broadcast = _broadcast_impl
-    torch._C._broadcast_out = _broadcast_out_impl
-    torch._C._broadcast_coalesced = _broadcast_coalesced_impl
-    torch._C._scatter = _scatter_impl
-    torch._C._scatter_out = _scatter_out_impl
-    torch._C._gather = _gather_impl
-    torch._C._gather_out = _gather_out_impl
+    """Provide the comm entry points for neuron: in a build without them (the 2.13.0 CPU wheel)
+    they are neuron's; in a CUDA build, CUDA's serve CUDA tensors (see the docstring)."""
+    for name, impl in _IMPLS.items():
+        # internal: see runtime/torch_internals.py "torch._C._scatter"
+        original = getattr(torch._C, name, None)
+        if getattr(original, "_neuron_comm", False):
+            continue
+        setattr(torch._C, name, impl if original is None else _by_device(impl, original))
     # internal: see runtime/torch_internals.py "torch.nn.parallel.comm.reduce_add"
     _nn_comm.reduce_add = _reduce_add

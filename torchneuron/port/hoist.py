@@ -1,10 +1,10 @@
 """The last step of a rewrite: the fixes name the accelerator with placeholders (rules.ACCEL and
 rules.device_expr()), and this writes them out. Used once, a placeholder becomes the expression
 itself. Used more than once, it becomes a name bound once by
-`accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")`: at the top of the
+`accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")`: at the top of the
 function when all the uses are in one function, else after the module's imports. The accelerator
 of a process never changes, so computing it once is the same program, and `accelerator.type`
-reads better than `(torch.accelerator.current_accelerator() or torch.device("cpu")).type`."""
+reads better than `(torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")).type`."""
 
 from __future__ import annotations
 

@@ -27,21 +27,21 @@ def _rules(*rows: Rule) -> dict[str, Rule]:
 RULES = _rules(
     # --- device placement and device strings --------------------------------------------------
     Rule("TNP001", "`.cuda()` moves to CUDA",
-         "`.to(torch.accelerator.current_accelerator())`",
-         "for an index `i` use `.to(torch.device(torch.accelerator.current_accelerator().type, "
+         "`.to(torch.accelerator.current_accelerator(check_available=True))`",
+         "for an index `i` use `.to(torch.device(torch.accelerator.current_accelerator(check_available=True).type, "
          "i))`; for a storage in `map_location`, pass `map_location=` the device instead"),
     Rule("TNP002", "device string 'cuda' where a device is expected",
-         "the current accelerator (`torch.accelerator.current_accelerator()`, or its `.type`)",
-         "name the device with `torch.accelerator.current_accelerator()`"),
+         "the current accelerator (`torch.accelerator.current_accelerator(check_available=True)`, or its `.type`)",
+         "name the device with `torch.accelerator.current_accelerator(check_available=True)`"),
     Rule("TNP003", "`.is_cuda` tests for CUDA", None,
-         "compare `x.device.type` with `torch.accelerator.current_accelerator().type`"),
+         "compare `x.device.type` with `torch.accelerator.current_accelerator(check_available=True).type`"),
     Rule("TNP004", "device-type test against the string 'cuda'",
          "a test of the device's own type (`torch.device(d).type`, `!= \"cpu\"`)",
          "test the device's own type, `torch.device(d).type != \"cpu\"` (on neuron the test "
          "is False: autocast, pinning or fused optimizers would silently switch off)"),
     Rule("TNP005", "command-line option defaults to or offers 'cuda'",
          "default becomes the current accelerator's type",
-         "add the accelerator's type (`torch.accelerator.current_accelerator().type`) to "
+         "add the accelerator's type (`torch.accelerator.current_accelerator(check_available=True).type`) to "
          "`choices`"),
     Rule("TNP006", "legacy CUDA tensor type (`torch.cuda.FloatTensor`, ...)", None,
          "use `torch.tensor(..., dtype=..., device=...)` and `x.dtype` / `x.device` checks"),
@@ -49,7 +49,7 @@ RULES = _rules(
          "argument removed: DataLoader pins for the current accelerator",
          "drop `pin_memory_device`; `pin_memory=True` pins for the current accelerator"),
     Rule("TNP008", "string 'cuda' outside a known device position", None,
-         "if it names a device, use `torch.accelerator.current_accelerator().type`"),
+         "if it names a device, use `torch.accelerator.current_accelerator(check_available=True).type`"),
     Rule("TNP009", "integer device (`.to(rank)`): the current accelerator, an error without one",
          "`torch.device(<accelerator type>, i)`",
          "pass `torch.device(<accelerator type>, i)`"),
@@ -142,7 +142,7 @@ RULES = _rules(
 # or type string is needed, so the fallback to the CPU is spelled out (DEVICE).
 # The fixes write them as placeholder names; hoist.py writes the expression in their place, or,
 # in a function or module that uses them more than once, one name bound to DEVICE once.
-ACCEL_TEXT = "torch.accelerator.current_accelerator()"
+ACCEL_TEXT = "torch.accelerator.current_accelerator(check_available=True)"
 AVAILABLE = "torch.accelerator.is_available()"
 ACCEL = "__tnp_accelerator__"
 _DEVICE = {'"': "__tnp_device_dq__", "'": "__tnp_device_sq__"}  # by the quote of its "cpu"

@@ -35,6 +35,11 @@ from typing import Any, Callable
 import torch
 
 CHECKED_ON = "2.13.0"
+# Entries checked on both torch versions the project builds against, with a check per version
+# where they differ (per_version): 2.13.0 (the CPU wheel, .venv) and 2.14.1 (PyPI's CUDA-enabled
+# build used on the CPU, .venv-214).
+CHECKED_ON_BOTH = "2.13.0, 2.14.1"
+TESTED_BUILDS = {"2.13": "2.13.0+cpu", "2.14": "2.14.1+cu130"}
 KINDS = ("patched", "re-pointed", "relied on", "C++ symbol")
 
 
@@ -77,6 +82,46 @@ def _all(*checks: Callable[[], None]) -> Callable[[], None]:
     def run() -> None:
         for check in checks:
             check()
+    return run
+
+
+def torch_minor() -> str:
+    """"2.13" or "2.14": the key of per_version's checks for the running torch."""
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def build_variant() -> str:
+    """"cuda" for a torch compiled with CUDA (2.14.1 from PyPI, used here on the CPU: CUDA-only
+    functions such as torch._C._scatter exist and current_accelerator() names cuda), "cpu" for
+    a CPU-only build (the 2.13.0 wheel)."""
+    return "cuda" if torch.version.cuda else "cpu"
+
+
+def per_version(checks: dict[str, Callable[[], None]]) -> Callable[[], None]:
+    """The check of the running torch's minor version; a version without one fails."""
+    def run() -> None:
+        minor = torch_minor()
+        if minor not in checks:
+            raise Mismatch(f"no check for torch {minor} (checked on {', '.join(checks)})")
+        checks[minor]()
+    return run
+
+
+def per_variant(checks: dict[str, Callable[[], None]]) -> Callable[[], None]:
+    """The check of the running torch's build variant (build_variant())."""
+    def run() -> None:
+        checks[build_variant()]()
+    return run
+
+
+def absent(path: str) -> Callable[[], None]:
+    """Holds while `path` does not resolve (a name one version or build lacks)."""
+    def run() -> None:
+        try:
+            resolve(path)
+        except (Mismatch, AttributeError, ImportError):
+            return
+        raise Mismatch(f"{path} exists on this torch")
     return run
 
 
@@ -352,6 +397,17 @@ def _native_dispatch() -> dict[str, dict[str, str]]:
             for key in keys.split(","):
                 table.setdefault(name, {})[key.strip()] = kernel
     return table
+
+
+def _comm_functions_only_in_cuda_builds() -> None:
+    fn = getattr(torch._C, "_scatter", None)
+    # What torchneuron installed (device/comm.py) does not count as the build's own.
+    own = fn is not None and not getattr(fn, "__module__", "").startswith("torchneuron")
+    wrapped = getattr(fn, "_neuron_comm", False)
+    if build_variant() == "cpu" and own:
+        raise Mismatch("a CPU-only build has a torch._C._scatter of its own")
+    if build_variant() == "cuda" and not (own or wrapped):
+        raise Mismatch("a CUDA build has no torch._C._scatter")
 
 
 def _sparse_kernels_shared_with_cuda(kernels) -> Callable[[], None]:
@@ -737,7 +793,9 @@ _WORK_VIRTUALS = (
     "_ZN4c10d4Work4waitENSt6chrono8durationIlSt5ratioILl1ELl1000EEEE", "_ZN4c10d4Work5abortEv",
     "_ZNK4c10d4Work10sourceRankEv", "_ZNK4c10d4Work11getDurationEv",
     "_ZNK4c10d4Work14retrieveOpTypeEv", "_ZNK4c10d4Work17getSequencenumberEv",
-    "_ZNK4c10d4Work9exceptionEv", "_ZNK4c10d4Work9isSuccessEv")
+    "_ZNK4c10d4Work9exceptionEv", "_ZNK4c10d4Work9isSuccessEv") + (
+    # torch 2.14 added the virtual Work::getTimeout (Work.hpp), which the vtables inherit.
+    ("_ZNK4c10d4Work10getTimeoutEv",) if torch_minor() == "2.14" else ())
 
 # --------------------------------------------------------------------------- the list
 
@@ -819,9 +877,11 @@ ENTRIES: tuple[Internal, ...] = (
     Internal(
         "torch._C._scatter", "patched", ("torchneuron/device/comm.py",),
         "nn.parallel.comm hands DataParallel's scatter, gather and broadcasts to torch._C "
-        "functions only CUDA builds have; in a build without them comm.py provides them for "
-        "neuron devices (the integer indices comm passes can only mean neuron there)",
-        _all(contains("torch.nn.parallel.comm", "scatter",
+        "functions only CUDA builds have; in a build without them (the 2.13.0 CPU wheel) "
+        "comm.py provides them for neuron devices (the integer indices comm passes can only "
+        "mean neuron there); in a CUDA build (PyPI's 2.14.1, used on the CPU) CUDA's serve "
+        "CUDA tensors and neuron's the others",
+        _all(_comm_functions_only_in_cuda_builds,contains("torch.nn.parallel.comm", "scatter",
                       "torch._C._scatter(tensor, devices, chunk_sizes, dim, streams)",
                       "torch._C._scatter_out(tensor, out, dim, streams)"),
              contains("torch.nn.parallel.comm", "gather", "torch._C._gather(tensors, dim, "
@@ -831,7 +891,9 @@ ENTRIES: tuple[Internal, ...] = (
              contains("torch.nn.parallel.comm", "broadcast_coalesced",
                       "torch._C._broadcast_coalesced(tensors, devices, buffer_size)")),
         covers=("torch._C._gather", "torch._C._broadcast", "torch._C._broadcast_coalesced",
-                "torch._C._scatter_out", "torch._C._gather_out", "torch._C._broadcast_out")),
+                "torch._C._scatter_out", "torch._C._gather_out", "torch._C._broadcast_out",
+                "torch._C.?"),
+        checked_on=CHECKED_ON_BOTH),
     Internal(
         "torch.nn.parallel.comm.reduce_add", "re-pointed", ("torchneuron/device/comm.py",),
         "DataParallel's backward sums gradients with reduce_add (through reduce_add_coalesced, "
@@ -899,10 +961,27 @@ ENTRIES: tuple[Internal, ...] = (
         "torch.nn.modules.linear_cross_entropy_options._AUTO_DEFAULTS", "patched",
         ("torchneuron/ops/linear_cross_entropy.py",),
         "F.linear_cross_entropy's chunked path picks accumulation and chunking per "
-        "(device type, dtype); neuron gets the CPU's entries",
-        _all(_auto_defaults_have_cpu_entries,
-             contains("torch.nn.modules.linear_cross_entropy_options",
-                      "LinearCrossEntropyOptions._adjust", "_AUTO_DEFAULTS.get("))),
+        "(device type, dtype); neuron gets the CPU's entries (torch 2.13; 2.14 has "
+        "_auto_acc_policy instead)",
+        per_version({"2.13": _all(_auto_defaults_have_cpu_entries,
+                                  contains("torch.nn.modules.linear_cross_entropy_options",
+                                           "LinearCrossEntropyOptions._adjust",
+                                           "_AUTO_DEFAULTS.get(")),
+                     "2.14": absent("torch.nn.modules.linear_cross_entropy_options._AUTO_DEFAULTS")}),
+        checked_on=CHECKED_ON_BOTH),
+    Internal(
+        "torch.nn.modules.linear_cross_entropy_options._auto_acc_policy", "re-pointed",
+        ("torchneuron/ops/linear_cross_entropy.py",),
+        "torch 2.14's replacement of _AUTO_DEFAULTS: the accumulation policy as a function of "
+        "(device type, dtype), looked up by name in LinearCrossEntropyOptions._adjust; neuron "
+        "is answered as the CPU ('accurate' for float16/bfloat16)",
+        per_version({"2.13": absent("torch.nn.modules.linear_cross_entropy_options._auto_acc_policy"),
+                     "2.14": _all(defines("torch.nn.modules.linear_cross_entropy_options",
+                                          "_auto_acc_policy", params=("device_type", "dtype")),
+                                  loads_global("torch.nn.modules.linear_cross_entropy_options",
+                                               "_auto_acc_policy",
+                                               within="LinearCrossEntropyOptions._adjust"))}),
+        checked_on=CHECKED_ON_BOTH),
     Internal(
         "torch.nn.modules.linear_cross_entropy_options.LinearCrossEntropyOptions."
         "_resolve_auto_acc_dtype", "patched", ("torchneuron/ops/linear_cross_entropy.py",),
@@ -1374,11 +1453,19 @@ ENTRIES: tuple[Internal, ...] = (
                      params=("group", "async_op", "device_ids", "timeout")),
              defines("torch.distributed.distributed_c10d", "monitored_barrier",
                      params=("group", "timeout", "wait_all_ranks")),
-             contains("torch.distributed.distributed_c10d", "monitored_barrier",
-                      "if get_backend(group) != Backend.GLOO:",
-                      "timeout = _get_default_timeout(get_backend(group))",
-                      "_check_valid_timeout(timeout)",
-                      "return group_to_use.monitored_barrier("),
+             # 2.13 refuses any backend not named gloo; 2.14 any group without a CPU backend
+             # (a neuron group has gloo for the CPU): the wrapper serves both.
+             per_version({
+                 "2.13": contains("torch.distributed.distributed_c10d", "monitored_barrier",
+                                  "if get_backend(group) != Backend.GLOO:",
+                                  "timeout = _get_default_timeout(get_backend(group))",
+                                  "_check_valid_timeout(timeout)",
+                                  "return group_to_use.monitored_barrier("),
+                 "2.14": contains("torch.distributed.distributed_c10d", "monitored_barrier",
+                                  'if torch.device("cpu") not in group_to_use._device_types:',
+                                  "timeout = _get_default_timeout(get_backend(group))",
+                                  "_check_valid_timeout(timeout)",
+                                  "return group_to_use.monitored_barrier(")}),
              exists("torch.distributed.distributed_c10d._rank_not_in_group"),
              exists("torch.distributed.distributed_c10d._get_default_group")),
         covers=("torch.distributed.distributed_c10d.barrier",
@@ -1387,7 +1474,8 @@ ENTRIES: tuple[Internal, ...] = (
                 "torch.distributed.distributed_c10d._rank_not_in_group",
                 "torch.distributed.distributed_c10d._get_default_group",
                 "torch.distributed.distributed_c10d._get_default_timeout",
-                "torch.distributed.distributed_c10d._check_valid_timeout")),
+                "torch.distributed.distributed_c10d._check_valid_timeout"),
+        checked_on=CHECKED_ON_BOTH),
 
     # ---- compat battery (torchneuron/compat/)
     Internal(

@@ -23,7 +23,7 @@ class ToyModel(nn.Module):
 
 
 def main():
-    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+    accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--out", default="ddp_results.json")

@@ -10,7 +10,7 @@ from contextlib import nullcontext
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 
 
 class Block(nn.Module):

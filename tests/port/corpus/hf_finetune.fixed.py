@@ -7,7 +7,7 @@ import json
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 from transformers import BertConfig, BertForSequenceClassification, get_linear_schedule_with_warmup
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 
 
 def parse_args():

@@ -75,7 +75,7 @@ def main():
     torch.manual_seed(args.seed)
     torch.backends.cudnn.benchmark = True  # fixed input size
 
-    device = torch.device(torch.accelerator.current_accelerator().type if use_cuda else "cpu")
+    device = torch.device(torch.accelerator.current_accelerator(check_available=True).type if use_cuda else "cpu")
 
     train_kwargs = {"batch_size": args.batch_size, "shuffle": True}
     test_kwargs = {"batch_size": 64}

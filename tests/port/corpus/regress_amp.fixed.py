@@ -15,7 +15,7 @@ def get_args():
 
 
 def main():
-    accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+    accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
     args = get_args()
     torch.manual_seed(0)
     use_cuda = torch.accelerator.is_available()

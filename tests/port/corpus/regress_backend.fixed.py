@@ -6,7 +6,7 @@ import socket
 
 import torch
 import torch.distributed as dist
-accelerator = torch.accelerator.current_accelerator() or torch.device("cpu")
+accelerator = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 
 
 def get_args():

@@ -36,7 +36,7 @@ def configure_optimizer(model, device_type):
 def main():
     args = get_args()
     torch.manual_seed(0)
-    device = torch.device(torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu")
+    device = torch.device(torch.accelerator.current_accelerator(check_available=True).type if torch.accelerator.is_available() else "cpu")
     model = Net()
     if device.type == "cuda":
         model.cuda(device)

@@ -30,7 +30,7 @@ def reseed_cuda(seed):
 def main():
     args = get_args()
     set_seed(args.seed)
-    device = torch.device(torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu")
+    device = torch.device(torch.accelerator.current_accelerator(check_available=True).type if torch.accelerator.is_available() else "cpu")
     data = TensorDataset(torch.randn(64, 12), torch.randn(64, 1))
     loader = DataLoader(data, batch_size=16, shuffle=True)
     model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 1))
