@@ -88,6 +88,7 @@ torch._register_device_module("neuron", _device_module)
 _device_module._alias_submodules("torch.neuron")  # `import torch.neuron.memory` works
 _device_module.ipc.install()  # neuron tensors shared between processes, as CUDA IPC
 _device_module.comm.install()  # nn.DataParallel's scatter / gather / broadcast over neuron devices
+_device_module.memory.install_oom_advice()  # an OOM message ends with the memory advisor's text
 _device_state.on_configure(_device_module.memory.apply_oom_snapshot_setting)  # on OOM
 _device_state.on_configure(_device_module.random.apply_rng_setting)  # NEURON_RNG=cpu
 

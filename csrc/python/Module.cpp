@@ -191,16 +191,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_queued_items", &tn::launch::queued_items);
   m.def("_sleep", &tn::sleep_on_current_stream, py::call_guard<py::gil_scoped_release>());
 
-  m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); });
+  m.def("_empty_cache", [] { tn::neuron_allocator().emptyCache(); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("_mem_get_info", [](int d) {
     return tn::neuron_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d));
   });
+  // Without the GIL: the allocator's out-of-memory path holds its lock while it calls the
+  // Python hook (the memory advisor), which needs the GIL; a thread holding the GIL while it
+  // waits for that lock would deadlock with it.
   m.def("_set_memory_fraction", [](double fraction, int d) {
     tn::neuron_allocator().set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(d));
-  });
+  }, py::call_guard<py::gil_scoped_release>());
   m.def("_get_memory_fraction", [](int d) {
     return tn::neuron_allocator().memory_fraction(static_cast<c10::DeviceIndex>(d));
-  });
+  }, py::call_guard<py::gil_scoped_release>());
   m.def("_memory_snapshot", &memory_snapshot);
   m.def("_block_size", [] { return tn::NeuronCachingAllocator::kBlockSize; });
 

@@ -8,6 +8,7 @@ The batteries:
 - `diffusion/`: the diffusers battery, model classes and pipelines.
 - `adapters/`: the PEFT battery, adapter methods trained and merged.
 - `sentences/`: the sentence-transformers battery, encode and a contrastive fit.
+- `vision/`: the torchvision and timm batteries (run in the torch 2.14 environment).
 
 What they share:
 - `judge.py`: the one result judge, a neuron result against the CPU's, leaf by leaf.

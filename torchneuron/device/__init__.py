@@ -4,6 +4,12 @@ submodules, whose names it re-exports. Registered with `torch._register_device_m
 
 - `_index.py`: how a `device` argument names a neuron device; every submodule resolves it here.
 - `memory.py`: device memory as the caching allocator sees it (statistics, cache, fraction).
+- `memory_breakdown.py`: what memory holds by purpose (PyTorch's MemTracker categories) plus the
+  allocator's cache and rounding, measured on a step or from a fake-tensor trace.
+- `memory_advice.py`: which changes (bf16 autocast, checkpointing, FSDP2, batch, allocator
+  settings) would make a step fit, each with its estimated peak.
+- `memory_explain.py`: `torch.neuron.memory.explain()`, and the advice that ends an OOM message.
+- `_oom_message.py`: the out-of-memory message's tails (snapshot writer, advisor), in order.
 - `_memory_history.py`: memory snapshots in the shape of torch.cuda.memory's, for _memory_viz.
 - `streams.py`: streams and events, the current/default stream and the `stream` context manager.
 - `random.py`: each device's default generator, its state and seeding; NEURON_RNG=cpu.

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import _C
 from ._index import _device_t
+from ._oom_message import add_tail
 
 _SMALL_SEGMENT = 1 << 20  # CUDA's small pool holds blocks up to 1 MiB
 _DEFAULT_MAX_ENTRIES = 100_000  # when NEURON_OOM_SNAPSHOT turns recording on
@@ -136,4 +137,4 @@ def apply_oom_snapshot_setting(config) -> None:
     out-of-memory error, whose message names the file."""
     if config.oom_snapshot:
         _C._set_memory_history(True, _DEFAULT_MAX_ENTRIES, stacks=True)
-        _C._set_oom_hook(_oom_snapshot_writer(config.oom_snapshot))
+        add_tail(_oom_snapshot_writer(config.oom_snapshot))

@@ -12,6 +12,7 @@ from .. import _C
 from ._index import _device_index, _device_t
 from ._memory_history import (  # noqa: F401  (torch.cuda.memory's private names)
     apply_oom_snapshot_setting, _dump_snapshot, _record_memory_history, _snapshot)
+from .memory_explain import explain, install_oom_advice  # noqa: F401  (torch.neuron.memory.explain)
 from .properties import get_device_name
 
 __all__ = ["memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",

@@ -5,6 +5,8 @@ PyTorch internals torchneuron relies on.
 
 - `profiles.py`: the device profiles, the one table of facts about each Trainium generation.
 - `config.py`: the configuration from the environment, the only reader of environment variables.
+- `extension.py`: which build of the C++ core (`torchneuron._C`) this process loads, one per
+  torch version side by side.
 - `device_state.py`: when the runtime gets its configuration (the first `torch.neuron` call or
   neuron tensor, never `import torch`).
 - `execution.py`: the eager mode's Python side (NEURON_EAGER_MODE: async, fused or sync).

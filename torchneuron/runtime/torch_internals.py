@@ -1249,9 +1249,29 @@ ENTRIES: tuple[Internal, ...] = (
         covers=("torch._subclasses.fake_impls", "torch.ops.aten._convolution.default",
                 "torch.ops.aten._convolution.deprecated")),
     Internal(
-        "torch._subclasses.FakeTensor", "relied on", ("torchneuron/compile/conv_layout.py",),
-        "neuron fake tensors are told apart by fake_device",
+        "torch._subclasses.FakeTensor", "relied on",
+        ("torchneuron/compile/conv_layout.py", "torchneuron/device/memory_explain.py",
+         "torchneuron/device/memory_breakdown.py"),
+        "neuron fake tensors are told apart by fake_device; the memory advisor tells a "
+        "fake-traced step (no allocator figures) from a real one",
         _fake_tensors_know_their_device),
+    Internal(
+        "torch.distributed._tools.mem_tracker.MemTracker", "relied on",
+        ("torchneuron/device/memory_breakdown.py",),
+        "the memory advisor measures a step's peak by category (parameters, gradients, "
+        "optimizer state, activations, temporaries) and each module's forward peaks with it, "
+        "reading its snapshots' _MemRefType names and _ModState phases",
+        exists("torch.distributed._tools.mem_tracker.MemTracker",
+               members=("track_external", "get_tracker_snapshot", "reset_mod_stats"))),
+    Internal(
+        "torch.distributed._tools.mem_tracker._ModState", "relied on",
+        ("torchneuron/device/memory_breakdown.py",),
+        "the memory advisor reads a module's forward and backward peaks and its activations "
+        "before and after its forward from MemTracker's per-module snapshots, keyed by these",
+        exists("torch.distributed._tools.mem_tracker._ModState",
+               members=("PRE_FW", "POST_FW", "PEAK_FW", "PEAK_BW")),
+        covers=tuple(f"torch.distributed._tools.mem_tracker._ModState.{m}"
+                     for m in ("PRE_FW", "POST_FW", "PEAK_FW", "PEAK_BW"))),
     Internal(
         "torch.utils._pytree.tree_map", "relied on", ("torchneuron/compile/conv_layout.py",),
         "maps a convolution's arguments between neuron and CPU fake tensors",
@@ -1532,10 +1552,12 @@ ENTRIES: tuple[Internal, ...] = (
                       "supports_sparse_csc: bool", "supports_sparse_bsr: bool",
                       "supports_sparse_bsc: bool", "supports_sparse: bool"))),
     Internal(
-        "torch.Tensor._base", "relied on", (_COMPAT_CASES, "torchneuron/timemodel/trace.py"),
+        "torch.Tensor._base", "relied on",
+        (_COMPAT_CASES, "torchneuron/timemodel/trace.py", "torchneuron/device/memory_breakdown.py"),
         "a view sample moves to neuron as a view of its moved base; the time model tells a "
         "weight's view (a linear layer's `t()` of its weight) from an activation by its base, "
-        "so a compiled graph's pricing reads weights from HBM",
+        "so a compiled graph's pricing reads weights from HBM; the memory advisor counts a "
+        "view's memory once, by its base",
         _tensor_base_of_a_view, covers=("._base",)),
 
     # ---- C++ (csrc/): non-public symbols and behaviours

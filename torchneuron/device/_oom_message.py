@@ -1,0 +1,30 @@
+"""The tail of a neuron out-of-memory message, from Python: the allocator calls one hook
+(_C._set_oom_hook) after its CUDA-like message; this module makes that hook the concatenation
+of every tail registered here (the OOM snapshot writer, the memory advisor), in order."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .. import _C
+
+_tails: list[Callable[[int], str]] = []
+
+
+def _message_tail(device: int) -> str:
+    parts = []
+    for tail in _tails:
+        try:
+            parts.append(tail(device))
+        except Exception as e:  # a failing tail must not hide the out-of-memory error itself
+            parts.append(f" ({getattr(tail, '__name__', 'a tail')} failed: {e!r})")
+    return "".join(parts)
+
+
+def add_tail(tail: Callable[[int], str]) -> None:
+    """Appends `tail(device) -> str` to every neuron out-of-memory message from now on."""
+    if not callable(tail):
+        raise TypeError(f"an out-of-memory message tail must be callable, got {tail!r}")
+    if tail not in _tails:
+        _tails.append(tail)
+    _C._set_oom_hook(_message_tail)
