@@ -8,18 +8,7 @@ import torch
 import nki
 import nki.isa as nisa
 import nki.language as nl
-
-
-def tile_in(x):
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def tile_out(t, dtype=None):
-    out = nl.ndarray(t.shape, dtype or t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+from tests.kernels.tiles import tile_in, tile_out
 
 
 def on(*xs):

@@ -9,18 +9,7 @@ import nki.isa as nisa
 import nki.language as nl
 from torchneuron.kernels.nki import NkiValidationError
 from torchneuron.kernels.nki.errors import NkiTypeError
-
-
-def tile_in(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def tile_out(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+from tests.kernels.tiles import tile_in, tile_out
 
 
 def test_activate2_fuses_the_online_softmax_correction():

@@ -9,12 +9,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from torchneuron.kernels.nki import NkiValidationError
-
-
-def tile_in(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
+from tests.kernels.tiles import tile_in
 
 
 def test_dma_compute_sums_sources_in_float32_and_casts_to_dst():

@@ -9,18 +9,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from torchneuron.kernels.nki import NkiValidationError
-
-
-def tile_in(x, dtype=None):
-    t = nl.ndarray(x.shape, dtype or x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def tile_out(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
+from tests.kernels.tiles import tile_in, tile_out
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])

@@ -14,20 +14,9 @@ import nki.language as nl
 from nki.isa.constants import dge_mode, oob_mode
 from neuronxcc.nki.typing import scalar, tensor
 from torchneuron.kernels.nki.errors import NkiTypeError
+from tests.kernels.tiles import tile_in, tile_out
 
 FP32_LOWEST = -3.4028235e38  # float32's lowest as kernels write it (a double just beyond it)
-
-
-def tile_in(x):
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def tile_out(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def test_nki_dtype_and_isa_constants():
