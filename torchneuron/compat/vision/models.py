@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..staged import Case
+from .moving import to_device
 
 # Modules whose names list_models uses for each task (quantization is left out: its models
 # run on the CPU's quantized engines only, on any device PyTorch ships).
@@ -118,16 +119,6 @@ def _fresh_model(task: str, name: str) -> torch.nn.Module:
     return model
 
 
-def _to(x, device):
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to(v, device) for v in x)
-    if isinstance(x, dict):
-        return {k: _to(v, device) for k, v in x.items()}
-    return x
-
-
 def _call(task: str, model, x, targets):
     if task == "optical_flow":
         return model(*x, num_flow_updates=2)
@@ -151,7 +142,7 @@ def _scalar_loss(task: str, out) -> torch.Tensor:
 def run(task: str, name: str, device: str):
     model = _fresh_model(task, name).to(device)
     try:
-        x, targets = _to(_inputs(task, name), device)
+        x, targets = to_device(_inputs(task, name), device)
         model.eval()
         with torch.no_grad():
             yield "forward", _call(task, model, x, targets)

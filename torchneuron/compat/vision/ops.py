@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from ..staged import Case
+from .moving import to_device
 
 
 def _boxes(n: int, g: torch.Generator, size: float = 50.0) -> torch.Tensor:
@@ -76,16 +77,6 @@ FUNCTIONAL = ("nms", "batched_nms", "box_iou", "generalized_box_iou", "distance_
 NO_GRAD = {"nms", "batched_nms", "remove_small_boxes", "masks_to_boxes"}
 
 
-def _to(x, device):
-    if isinstance(x, torch.Tensor):
-        return x.to(device)
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to(v, device) for v in x)
-    if isinstance(x, dict):
-        return type(x)((k, _to(v, device)) for k, v in x.items())
-    return x
-
-
 def _weighted_sum(out) -> torch.Tensor:
     g = torch.Generator().manual_seed(3)
     outs = list(out.values()) if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else [out]
@@ -98,7 +89,7 @@ def _weighted_sum(out) -> torch.Tensor:
 def run_functional(name: str, device: str):
     import torchvision.ops as O
 
-    args, kwargs = _to(_inputs(name), device)
+    args, kwargs = to_device(_inputs(name), device)
     fn = getattr(O, name)
     with torch.no_grad():
         yield "forward", fn(*args, **kwargs)
@@ -187,7 +178,7 @@ def run_layer(name: str, device: str):
     torch.manual_seed(0)
     layer, kind = _layer(name)
     layer = layer.to(device)
-    inputs = _to(_layer_inputs(kind, torch.Generator().manual_seed(4)), device)
+    inputs = to_device(_layer_inputs(kind, torch.Generator().manual_seed(4)), device)
     layer.eval()
     with torch.no_grad():
         yield "forward", layer(*inputs)
