@@ -8,11 +8,14 @@ from layer_table import ROOT, Layer, layer_of, layers, may_use
 from test_import_circles import imported, modules
 
 PACKAGE = ROOT / "torchneuron"
+# Read once for the whole file: every parametrized case looks up its module in them.
+KNOWN = modules()
+TABLE = layers()
 
 
 def python_modules() -> dict[str, pathlib.Path]:
     # __main__ modules are entry points: nothing imports them, and they stand outside the table.
-    return {name: path for name, path in modules().items() if path.name != "__main__.py"}
+    return {name: path for name, path in KNOWN.items() if path.name != "__main__.py"}
 
 
 def repository_path(path: pathlib.Path) -> str:
@@ -20,25 +23,22 @@ def repository_path(path: pathlib.Path) -> str:
 
 
 def test_every_module_has_a_layer():
-    table = layers()
     stray = [repository_path(p) for p in python_modules().values()
-             if layer_of(repository_path(p), table) is None]
+             if layer_of(repository_path(p), TABLE) is None]
     assert not stray, f"modules in no layer of docs/architecture.md: {stray}"
 
 
 def test_every_path_of_the_table_exists():
-    missing = [p for layer in layers() for p in layer.paths if not (ROOT / p).exists()]
+    missing = [p for layer in TABLE for p in layer.paths if not (ROOT / p).exists()]
     assert not missing, f"docs/architecture.md names paths that do not exist: {missing}"
 
 
 @pytest.mark.parametrize("name", sorted(python_modules()))
 def test_imports_point_down(name):
-    known = modules()
-    table = layers()
-    path = known[name]
-    user = layer_of(repository_path(path), table)
-    for target in sorted(imported(name, path, known)):
-        used = layer_of(repository_path(known[target]), table)
+    path = KNOWN[name]
+    user = layer_of(repository_path(path), TABLE)
+    for target in sorted(imported(name, path, KNOWN)):
+        used = layer_of(repository_path(KNOWN[target]), TABLE)
         assert used is not None, f"{name} imports {target}, which is in no layer"
         assert may_use(user, used), (
             f"{name} ({user.name}, rank {user.rank:g}) imports {target} ({used.name}, rank "
