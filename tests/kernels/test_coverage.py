@@ -12,13 +12,14 @@ import nki
 import nki.collectives as ncc
 import nki.isa as nisa
 import nki.language as nl
+import nki.lnc as lnc
 from torchneuron.kernels.nki import NkiUnsupportedError
 from torchneuron.kernels.nki.dtypes import as_nki_dtype
 from torchneuron.kernels.nki.errors import NkiTypeError
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "nki.md"
-MODULES = {"nl": nl, "nisa": nisa, "ncc": ncc}
-ROW = re.compile(r"^\| `(nl|nisa|ncc)\.(\w+)` \| (implemented|refused) \|")
+MODULES = {"nl": nl, "nisa": nisa, "ncc": ncc, "nki.lnc": lnc}
+ROW = re.compile(r"^\| `(nl|nisa|ncc|nki\.lnc)\.(\w+)` \| (implemented|refused) \|")
 
 
 def rows():

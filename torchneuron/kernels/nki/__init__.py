@@ -9,6 +9,7 @@ The API:
 - `isa.py`: `nki.isa`, the instructions (destination-passing), and those refused.
 - `typing.py`: `nki.typing`, the names kernels annotate their parameters with.
 - `collectives.py`: `nki.collectives` with single-chip semantics (a world of one rank).
+- `lnc.py`: `nki.lnc`, the exchanges and barrier between the two cores of a `kernel[2]` launch.
 - `objects.py`: `nl.NKIObject`, the base of the objects kernels take as arguments.
 - `ops.py`: the math operators and activation functions, both `op=` and high-level functions.
 - `dtypes.py`: the data types, how each is held in memory, and the casts between them.
@@ -35,13 +36,15 @@ The machine the interpreter models:
 - `tensor.py`: `NkiTensor`, a view on a storage, and the language guide's view operations.
 - `views.py`: the targeted views of the newest reference (flatten_dims, rearrange, ...).
 - `indirect.py`: indirect access patterns, the dynamic addressing of DMA gathers and scatters.
+- `tensor_indirection.py`: `NkiTensor.indirect`, NeuronCore-v4 column gathers and scatters of
+  the compute engines at offsets read from SBUF.
 - `placement.py`: where on-chip tensors live inside a partition (byte ranges).
 - `registers.py`: engine registers and `nl.dynamic_range` loops.
 - `cores.py`: the multi-core model (one program per core, barriers, sendrecv).
 - `arguments.py`: a kernel's arguments and results as HBM tensors and back.
 - `host_threads.py`: a kernel runs with an OpenMP team of one on its own thread."""
 
-from . import collectives, isa, language, typing  # noqa: F401
+from . import collectives, isa, language, lnc, typing  # noqa: F401
 from .dtypes import NkiDtype as dtype  # noqa: F401  (annotations: `compute_dtype: nki.dtype`)
 from .errors import NkiError, NkiUnsupportedError, NkiValidationError  # noqa: F401
 from .jit import Kernel, jit, simulate  # noqa: F401

@@ -1,6 +1,7 @@
 """The multi-core model: a kernel launched on several NeuronCores (`kernel[2](...)`, a Logical
 NeuronCore of two physical cores) runs one program per core; the cores share HBM (nl.shared_hbm),
-wait for each other at nisa.core_barrier and exchange tiles with nisa.sendrecv.
+wait for each other at a core barrier and exchange tiles with sendrecv (nisa's and nki.lnc's
+names of these instructions are built on `wait_at_barrier` and `exchange` here).
 
 Each program runs in its own thread, but only one runs at a time and the order is fixed: program 0
 until it returns or reaches a barrier, then the next, and so on. So results do not depend on the
@@ -13,11 +14,14 @@ from __future__ import annotations
 
 import threading
 
+from . import dtypes as dt
 from .context import current
 from .errors import NkiValidationError, describe
 from .isa_common import require_arch
+from .ops import as_op
 from .rules import fail, require_buffers, require_partitions
 from .tensor import NkiTensor
+from .tensor_indirection import refuse_on_dma
 
 
 class _Aborted(BaseException):
@@ -105,10 +109,12 @@ class Cores:
         self._wait_turn(me)
 
 
-def core_barrier(data, cores, engine=None, name=None):
+_REDUCE_OPS = ("add", "maximum", "minimum")  # the DMA reduction's operators
+
+
+def wait_at_barrier(I: str, data, cores) -> None:
     """Waits until every core of `cores` (the two cores of the launch, (0, 1)) has reached this
     barrier; their writes to the shared HBM tensor `data` before it are seen after it."""
-    I = "nisa.core_barrier"
     run = current()
     require_arch(I, "gen3")
     if not isinstance(data, NkiTensor) or data.buffer.name != "shared_hbm":
@@ -124,14 +130,13 @@ def core_barrier(data, cores, engine=None, name=None):
     run.cores.barrier(run.program_ids[0], describe(data))
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None, priority=None,
-             name=None):
-    """Sends src to core send_to_rank and receives core recv_from_rank's src into dst, both
-    cores meeting at this instruction (a rendezvous: a core that never calls it is refused with
-    the core-barrier rule)."""
-    I = "nisa.sendrecv"
+def exchange(I: str, src, dst, send_to_rank, recv_from_rank, pipe: int = 0):
+    """Sends src to core send_to_rank and receives core recv_from_rank's src, both cores meeting
+    here (a rendezvous: a core that never calls it is refused with the core-barrier rule).
+    Returns the received bits, flat (None while tracing shapes); they fit dst."""
     run = current()
     require_arch(I, "gen3")
+    refuse_on_dma(I, {"src": src, "dst": dst})
     for role, t in (("src", src), ("dst", dst)):
         require_buffers(I, role, t, ("sbuf", "hbm"))
         if t.on_chip:
@@ -145,7 +150,6 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None,
         if rank != 1 - me:
             fail("sendrecv", f"{I}: {role}={rank} on core {me}; the other core of the launch is "
                  f"{1 - me}")
-    pipe = int(pipe_id)
     bits = src.raw().reshape(-1).clone() if run.computes else None
     cores = run.cores
     with cores.cond:
@@ -157,5 +161,44 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None,
     if size != dst.size or dtype is not dst.dtype:
         fail("sendrecv", f"{I}: core {1 - me} sent {what}, which does not fit dst {describe(dst)} "
              f"of core {me}: the same element count and dtype are needed")
-    if run.computes:
-        dst.write_raw(sent, run)
+    return sent
+
+
+def reduce_with_peer(I: str, src, dst, send_to_rank, recv_from_rank, reduce_op) -> None:
+    """sendrecv_compute (nki.lnc's and nisa's): dst = reduce_op(src, the peer's src), computed
+    in float32 and cast to dst (the DMA engines compute in float32, as nisa.dma_compute
+    documents); src and dst both in SBUF or both in private HBM."""
+    op = as_op(reduce_op, I, "reduce_op")
+    if op.name not in _REDUCE_OPS:
+        fail("operator", f"{I}: reduce_op={op!r}; the DMA reduction supports nl.add, "
+             "nl.maximum and nl.minimum")
+    if {t.buffer.name for t in (src, dst)} not in ({"sbuf"}, {"private_hbm"}):
+        fail("sendrecv", f"{I}: src {describe(src)} and dst {describe(dst)} must both be in SBUF "
+             "or both in private HBM (mixing them, or shared HBM, is not supported)")
+    if src.size != dst.size or src.dtype is not dst.dtype:
+        fail("sendrecv", f"{I}: src {describe(src)} and dst {describe(dst)} must have the same "
+             "element count and dtype: dst holds reduce_op(src, peer) element by element")
+    sent = exchange(I, src, dst, send_to_rank, recv_from_rank)
+    if sent is None:
+        return
+    mine = src.read_f32().reshape(-1)
+    theirs = dt.to_float32(sent, dst.dtype).reshape(-1)
+    dst.write(op.binary(mine, theirs).reshape(dst.shape), current())
+
+
+def core_barrier(data, cores, engine=None, name=None):
+    """nisa.core_barrier: the barrier above."""
+    wait_at_barrier("nisa.core_barrier", data, cores)
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None, priority=None,
+             name=None):
+    """nisa.sendrecv: dst receives the other core's src (pipe_id groups the exchanges)."""
+    sent = exchange("nisa.sendrecv", src, dst, send_to_rank, recv_from_rank, int(pipe_id))
+    if sent is not None:
+        dst.write_raw(sent, current())
+
+
+def sendrecv_compute(src, dst, send_to_rank, recv_from_rank, reduce_op, name=None):
+    """nisa.sendrecv_compute: dst = reduce_op(src, the other core's src)."""
+    reduce_with_peer("nisa.sendrecv_compute", src, dst, send_to_rank, recv_from_rank, reduce_op)

@@ -17,7 +17,7 @@ from .isa_elementwise import (activation, activation_reduce, affine_select, drop
 from .isa_enums import (dge_mode, dma_engine, engine, gpsimd_engine, matmul_perf_mode,  # noqa: F401
                         nc_version, oob_mode, reduce_cmd, scalar_engine, tensor_engine,
                         unknown_engine, vector_engine)
-from .cores import core_barrier, sendrecv  # noqa: F401
+from .cores import core_barrier, sendrecv, sendrecv_compute  # noqa: F401
 from .isa_select import (nc_find_index8, nc_match_replace8, range_select,  # noqa: F401
                          select_reduce)
 from .isa_activate2 import activate2  # noqa: F401
@@ -65,7 +65,7 @@ for _name, _what in UNSUPPORTED.items():
 del _name, _what
 
 
-def _counted(instruction):
+def counted(instruction):
     """Counts the instruction in its kernel run (Kernel.last_instructions, the simulator's
     benchmark reads it)."""
     @functools.wraps(instruction)
@@ -86,7 +86,8 @@ INSTRUCTIONS = ("dma_copy", "dma_transpose", "tensor_copy", "memset", "tensor_te
                 "nc_match_replace8", "nc_stream_shuffle", "core_barrier", "select_reduce",
                 "sendrecv", "tensor_scalar_cumulative", "sequence_bounds",
                 "nonzero_with_count", "activate2", "local_gather", "nc_n_gather",
-                "dma_compute", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst")
+                "dma_compute", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst",
+                "sendrecv_compute")
 for _name in INSTRUCTIONS:
-    globals()[_name] = _counted(globals()[_name])
+    globals()[_name] = counted(globals()[_name])
 del _name

@@ -11,6 +11,7 @@ from .errors import describe
 from .isa_enums import oob_mode as OobMode
 from .ops import as_op
 from .rules import fail, require_buffers, require_partitions
+from .tensor_indirection import refuse_on_dma
 
 MAX_SOURCES = 16  # documented: at most 16 tensors in srcs
 
@@ -40,6 +41,7 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
             fail("operand-type", f"{I}: scales={scales!r} must hold 1.0 for each of the "
                  f"{len(srcs)} sources (the only scale the DMA engines support)")
     operands = [("dst", dst)] + [(f"srcs[{i}]", s) for i, s in enumerate(srcs)]
+    refuse_on_dma(I, dict(operands))
     for role, t in operands:
         require_buffers(I, role, t, ("hbm", "sbuf"))
         if t.on_chip:

@@ -12,12 +12,14 @@ import torch
 from . import dtypes as dt
 from .context import current
 from .errors import describe
+from .indirect import IndirectView
 from .isa_common import as_engine, require_engine_reach
 from .isa_enums import dge_mode as DgeMode
 from .isa_enums import engine as Engine
 from .isa_enums import oob_mode as OobMode
 from .rules import (fail, on_chip_operand, require_buffers, require_partitions,
                     require_same_free_size, require_same_partitions, require_tensor)
+from .tensor_indirection import refuse_on_dma
 
 
 def _move(dst, src, run) -> None:
@@ -31,6 +33,7 @@ def dma_copy(dst, src, priority=None, oob_mode=OobMode.error, dge_mode=DgeMode.u
              engine=Engine.unknown, name=None):
     I = "nisa.dma_copy"
     run = current()
+    refuse_on_dma(I, {"dst": dst, "src": src})
     for role, t in (("dst", dst), ("src", src)):
         require_buffers(I, role, t, ("hbm", "sbuf"))
         if t.on_chip:
@@ -80,6 +83,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=DgeMode.unknown,
                   oob_mode=OobMode.error, name=None):
     I = "nisa.dma_transpose"
     run = current()
+    refuse_on_dma(I, {"dst": dst, "src": src})
     require_buffers(I, "dst", dst, ("sbuf",))
     require_buffers(I, "src", src, ("hbm", "sbuf"))
     require_partitions(I, "dst", dst, run.limits)
@@ -128,7 +132,7 @@ def _dynamic(instr: str, role: str, t) -> None:
     """The operand the instruction addresses at a runtime offset within each partition: a view
     made by .ap(scalar_offset=, indirect_dim=d) or .select(d, register), d a free dimension."""
     require_tensor(instr, role, t)
-    if not t.is_indirect() or t.scalar is None or t.indirect_dim == 0:
+    if not isinstance(t, IndirectView) or t.scalar is None or t.indirect_dim == 0:
         fail("indirect-offset", f"{instr}: {role} {describe(t)} must be dynamically indexed "
              "within each partition (.ap(..., scalar_offset=reg, indirect_dim=d) or "
              ".select(d, reg), d a free dimension); use nisa.tensor_copy for a static copy")

@@ -9,6 +9,8 @@ inputs, fp32 paired only with fp32/tf32; dst float32 (v3) or float32/bfloat16 (v
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from . import dtypes as dt
@@ -19,6 +21,7 @@ from .isa_enums import engine as Engine
 from .isa_enums import matmul_perf_mode as PerfMode
 from .rules import (STATIONARY_FMAX, TRANSPOSE_VECTOR_MAX, elements_per_partition, fail,
                     on_chip_operand, require_buffers, require_partitions)
+from .tensor_indirection import tensor_engine_operands
 
 _MATMUL_INPUTS = (dt.float8_e4m3, dt.float8_e5m2, dt.bfloat16, dt.float16, dt.tfloat32, dt.float32)
 _FP8 = (dt.float8_e4m3, dt.float8_e5m2, dt.float8_e4m3fn)
@@ -109,13 +112,20 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     _check_psum_bank(I, dst, L)
     if not run.computes:
         return
+    with tensor_engine_operands():  # tensor-indirection views group 32 partitions here
+        _multiply(dst, stationary, moving, accumulate, double, (K, M, N), run)
+
+
+def _multiply(dst, stationary, moving, accumulate, double, sizes, run) -> None:
+    K, M, N = sizes
     s = matrix(stationary).reshape(K * (2 if double else 1), M)
     m = matrix(moving).reshape(K * (2 if double else 1), N)
     if accumulate is None:  # accumulate where this PSUM was written since it was allocated
         accumulate = dst.written_state()
-    target = dst.raw()
-    if dst.dtype is dt.float32 and dst.ndim == 2 and accumulate is not None:
+    if dst.dtype is dt.float32 and dst.ndim == 2 and accumulate is not None \
+            and not dst.is_indirect():
         # The common case in place: PSUM float32 += or = stationary.T @ moving.
+        target = dst.raw()
         dst.check_writable()
         if accumulate:
             target.addmm_(s.T, m)
@@ -161,4 +171,5 @@ def nc_transpose(dst, data, engine=Engine.unknown, name=None):
         fail("transpose-shape", f"{I}: dst {describe(dst)} must be ({F}, {P}) for data "
              f"{describe(data)}")
     if run.computes:
-        dst.write_raw(data.raw().reshape(P, F).T.contiguous(), run)
+        with tensor_engine_operands() if eng is Engine.tensor else contextlib.nullcontext():
+            dst.write_raw(data.raw().reshape(P, F).T.contiguous(), run)

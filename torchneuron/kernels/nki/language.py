@@ -24,6 +24,7 @@ from .rules import elements_per_partition as _epp
 from .rules import on_chip_operand as _on_chip
 from . import tensor as _tensor_methods
 from . import views as _views  # noqa: F401  (provides NkiTensor's reshaping views)
+from . import tensor_indirection as _ti  # noqa: F401  (provides NkiTensor.indirect)
 from .tensor import DynSlice, NkiTensor
 
 # ---- dtypes ------------------------------------------------------------------------------------

@@ -20,8 +20,9 @@ from .errors import NkiUnsupportedError, NkiValidationError, describe
 
 # The methods of a tensor that are functions of the modules above this one: language.py's
 # operators and broadcast_to, views.py's reshaping and dynamic views, indirect.py's IndirectView,
-# context.py's active run. Those modules hand them over as they load (provide()), so that this
-# module imports none of them (no import circle); importing any part of the package loads them all.
+# tensor_indirection.py's indirect, context.py's active run. Those modules hand them over as they
+# load (provide()), so that this module imports none of them (no import circle); importing any
+# part of the package loads them all.
 _above: dict[str, Callable] = {}
 
 
@@ -310,6 +311,9 @@ class NkiTensor:
 
     def vector_select(self, dim: int, vector_offset) -> "NkiTensor":
         return _above["vector_select"](self, dim, vector_offset)
+
+    def indirect(self, index, num_elem=None) -> "NkiTensor":
+        return _above["indirect"](self, index, num_elem)
 
     def broadcast(self, dim: int, size: int) -> "NkiTensor":
         if self.shape[dim] != 1:
