@@ -5,7 +5,9 @@ torchneuron/import_names.py).
 
 The API:
 - `jit.py`: `@nki.jit`, a kernel called with tensors runs on the software NeuronCore.
-- `language.py`: `nki.language`: dtypes, memories, tensor creation, loops, the high-level ops.
+- `language.py`: `nki.language`: dtypes, memories, tile sizes, loops, SPMD ids (its namespace).
+- `creation.py`: nki.language's tensor creation (ndarray, zeros, full, shared_constant, ...).
+- `high_level_ops.py`: nki.language's operations that return new tiles (nl.add, nl.sum, nl.load).
 - `isa.py`: `nki.isa`, the instructions (destination-passing), and those refused.
 - `typing.py`: `nki.typing`, the names kernels annotate their parameters with.
 - `collectives.py`: `nki.collectives` with single-chip semantics (a world of one rank).

@@ -26,7 +26,7 @@ class Op:
         self.reduce = reduce  # (tensor, dims) -> tensor, for reducible operators
         self.activation = activation  # allowed as nisa.activation's op
         self.compare = compare
-        self.function = None  # the high-level nl function, set by language.py
+        self.function = None  # the high-level nl function, set by high_level_ops.py
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
@@ -201,7 +201,7 @@ _NUMPY = {"add": add, "subtract": subtract, "multiply": multiply, "divide": divi
           "bitwise_or": bitwise_or, "bitwise_xor": bitwise_xor, "invert": invert,
           "left_shift": left_shift, "right_shift": right_shift, "logical_and": logical_and,
           "logical_or": logical_or, "logical_xor": logical_xor}
-REDUCTION_ALIASES: dict = {}  # nl.max -> maximum etc., filled by language.py
+REDUCTION_ALIASES: dict = {}  # nl.max -> maximum etc., filled by high_level_ops.py
 
 
 def as_op(value, instr: str, role: str = "op") -> Op:

@@ -18,7 +18,7 @@ from .buffers import Storage
 from .errors import NkiUnsupportedError, NkiValidationError, describe
 
 
-# The methods of a tensor that are functions of the modules above this one: language.py's
+# The methods of a tensor that are functions of the modules above this one: high_level_ops.py's
 # operators and broadcast_to, views.py's reshaping and dynamic views, indirect.py's IndirectView,
 # tensor_indirection.py's indirect, context.py's active run. Those modules hand them over as they
 # load (provide()), so that this module imports none of them (no import circle); importing any
