@@ -14,7 +14,8 @@ import transformers  # noqa: E402
 
 import torchneuron  # noqa: E402,F401 - registers the neuron device
 from torchneuron.compat.models.derived_again import PROFILE, unset_derived_sizes  # noqa: E402
-from torchneuron.compat.models.shrink import PROFILES, tiny_config  # noqa: E402
+from torchneuron.compat.models.shrink import PROFILES  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 @dataclasses.dataclass

@@ -10,8 +10,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from torchneuron.compat.models.shrink import (  # noqa: E402
-    HEADS, _add_rotary_sections, _repair_tied_size, shrink_dict)
+from torchneuron.compat.models.shrink import HEADS, shrink_dict  # noqa: E402
+from torchneuron.compat.models.follow_widths import add_rotary_sections  # noqa: E402
+from torchneuron.compat.models.config_repairs import repair_tied_size  # noqa: E402
 
 
 def test_latent_attention_head_parts_stay_consistent():
@@ -41,30 +42,30 @@ def test_unset_top_k_gets_a_value_only_where_experts_exist():
 
 def test_a_rule_that_names_two_sizes_is_followed_and_an_unknown_one_is_not():
     small = {"hidden_size": 64, "adapter": {"adapter_in_dim": 1024, "hidden_size": 64}}
-    assert _repair_tied_size(small, "adapter_in_dim must match hidden_size")
+    assert repair_tied_size(small, "adapter_in_dim must match hidden_size")
     assert small["adapter"]["adapter_in_dim"] == 64
-    assert not _repair_tied_size(small, "vision width must match the text hidden size")
-    assert not _repair_tied_size(small, "adapter_in_dim must match hidden_size")  # already equal
+    assert not repair_tied_size(small, "vision width must match the text hidden size")
+    assert not repair_tied_size(small, "adapter_in_dim must match hidden_size")  # already equal
 
 
 def test_rules_that_ask_for_a_value_first_or_the_last_of_a_list_are_followed():
     small = {"text": {"hidden_size_per_layer_input": 256}}
-    assert _repair_tied_size(small, "hidden_size_per_layer_input must be 0, got 256")
+    assert repair_tied_size(small, "hidden_size_per_layer_input must be 0, got 256")
     assert small["text"]["hidden_size_per_layer_input"] == 0
     small = {"hidden_size": 64, "out_features": [64, 128, 256]}
-    assert _repair_tied_size(small, "hidden_size should be equal to the last value in out_features. "
-                                    "hidden_size = 64, out_features = 256")
+    assert repair_tied_size(small, "hidden_size should be equal to the last value in out_features. "
+                                   "hidden_size = 64, out_features = 256")
     assert small["hidden_size"] == 256
-    assert not _repair_tied_size(small, "hidden_size must be 0, got 64")  # not what it holds
+    assert not repair_tied_size(small, "hidden_size must be 0, got 64")  # not what it holds
 
 
 def test_layer_indices_into_a_shrunk_tower_keep_their_order_from_the_deepest():
     small = {"adapter_config": {"vision_feature_layer": [24, 18]}, "vision_config": {}}
     message = "`adapter_config.vision_feature_layer` [24, 18] must index the 2 layers of `vision_config`."
-    assert _repair_tied_size(small, message)
+    assert repair_tied_size(small, message)
     assert small["adapter_config"]["vision_feature_layer"] == [1, 0]
     small = {"feature_layers": [3, 7, 11]}
-    assert _repair_tied_size(small, "`feature_layers` [3, 7, 11] must index the 2 layers of `x`")
+    assert repair_tied_size(small, "`feature_layers` [3, 7, 11] must index the 2 layers of `x`")
     assert small["feature_layers"] == [0, 0, 1]  # past the first layer: the first
 
 
@@ -85,12 +86,12 @@ def test_declared_rotary_sections_are_added_for_the_shrunk_head():
     d = {"text_config": {"hidden_size": 64, "num_attention_heads": 4,
                          "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
          "rope_parameters": {"rope_type": "default"}}
-    _add_rotary_sections(Config, d)
+    add_rotary_sections(Config, d)
     assert sum(d["text_config"]["rope_parameters"]["mrope_section"]) == 16 * 0.5 // 2
     assert "mrope_section" not in d["rope_parameters"]  # Config itself does not declare it
     given = {"hidden_size": 64, "num_attention_heads": 4,
              "rope_parameters": {"rope_type": "default", "mrope_section": [1, 1, 2]}}
-    _add_rotary_sections(TextConfig, given)
+    add_rotary_sections(TextConfig, given)
     assert given["rope_parameters"]["mrope_section"] == [1, 1, 2]  # a given section stays
 
 
@@ -278,7 +279,7 @@ def test_a_forecasters_required_lengths_and_past_inputs_come_from_its_config():
     from torchneuron.compat.models.catalog import by_type
     from torchneuron.compat.models.check import build_tiny
     from torchneuron.compat.models.inputs import BATCH, modality_inputs
-    from torchneuron.compat.models.shrink import REQUIRED_LENGTH
+    from torchneuron.compat.models.config_repairs import REQUIRED_LENGTH
 
     model, *_ = build_tiny(by_type("informer"))
     config = model.config
@@ -293,7 +294,7 @@ def test_a_forecasters_required_lengths_and_past_inputs_come_from_its_config():
 def test_a_required_length_is_given_only_where_the_model_asks_and_the_config_leaves_it_unset():
     from transformers import InformerConfig
 
-    from torchneuron.compat.models.shrink import give_required_length
+    from torchneuron.compat.models.config_repairs import give_required_length
 
     config = InformerConfig()
     asked = ValueError("The `prediction_length` config needs to be specified.")
@@ -359,7 +360,7 @@ def test_tiny_hgnet_v2_classifies_on_the_cpu():
     import torch
     from transformers import HGNetV2ForImageClassification
 
-    from torchneuron.compat.models.shrink import tiny_config
+    from torchneuron.compat.models.tiny_config import tiny_config
 
     model = HGNetV2ForImageClassification(tiny_config("hgnet_v2", "every width")).eval()
     with torch.no_grad():

@@ -8,7 +8,8 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from torchneuron.compat.models.shrink import LAYERS, shrink_dict, tiny_config  # noqa: E402
+from torchneuron.compat.models.shrink import LAYERS, shrink_dict  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 def test_a_repeating_pattern_of_layer_kinds_keeps_each_kind():

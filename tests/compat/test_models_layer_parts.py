@@ -10,7 +10,8 @@ import torch  # noqa: E402
 
 from torchneuron.compat.models.catalog import by_type  # noqa: E402
 from torchneuron.compat.models.check import _build, _layouts, build_tiny  # noqa: E402
-from torchneuron.compat.models.shrink import HIDDEN, shrink_dict, tiny_config  # noqa: E402
+from torchneuron.compat.models.shrink import HIDDEN, shrink_dict  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 def test_layer_counts_split_into_parts_keep_their_sum_and_per_layer_lists_follow():

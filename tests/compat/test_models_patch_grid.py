@@ -15,8 +15,8 @@ import torchneuron  # noqa: E402,F401 - registers the neuron device
 from torchneuron.compat.models.catalog import by_type  # noqa: E402
 from torchneuron.compat.models.check import build_tiny  # noqa: E402
 from torchneuron.compat.models.inputs import forward_inputs  # noqa: E402
-from torchneuron.compat.models.shrink import (IMAGE_SIZE, PATCH_SIZE, PROFILES,  # noqa: E402
-                                              shrink_dict, tiny_config)
+from torchneuron.compat.models.shrink import IMAGE_SIZE, PATCH_SIZE, PROFILES, shrink_dict  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 def test_a_size_equal_to_the_patches_per_side_follows_the_shrunk_image():

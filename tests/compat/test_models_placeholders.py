@@ -10,7 +10,8 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from torchneuron.compat.models.inputs import forward_inputs  # noqa: E402
-from torchneuron.compat.models.shrink import PLACEHOLDER_ID, shrink_dict, tiny_config  # noqa: E402
+from torchneuron.compat.models.shrink import PLACEHOLDER_ID, shrink_dict  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 def test_an_unset_placeholder_id_gets_one_and_other_unset_ids_stay_unset():

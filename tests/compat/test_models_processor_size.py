@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from torchneuron.compat.models.inputs import main_input, processor_image_size  # noqa: E402
-from torchneuron.compat.models.shrink import tiny_config  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 def test_the_processor_size_is_read_from_its_class_defaults():

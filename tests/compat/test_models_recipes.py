@@ -80,26 +80,26 @@ def test_forward_first_parameter_stands_in_for_an_unused_main_input_name():
 def test_sizes_a_config_class_ties_take_the_value_its_validation_asks_for():
     # XLNet validates d_head == d_model // n_head; the shrink rules shrink d_head and d_model
     # apart, and the class's own message names the size to follow.
-    from torchneuron.compat.models.shrink import tiny_config
+    from torchneuron.compat.models.tiny_config import tiny_config
 
     config = tiny_config("xlnet")
     assert config.d_head == config.d_model // config.n_head == 16
 
 
 def test_a_tied_size_is_found_through_sub_configs_and_an_unnamed_one_is_not_invented():
-    from torchneuron.compat.models.shrink import _set_tied_size
+    from torchneuron.compat.models.config_repairs import set_tied_size
 
     d = {"text_config": {"hidden_size": 64}, "speech": {"head_config": {"audio_hidden_size": 512}}}
-    assert _set_tied_size(d, "head_config.audio_hidden_size", 512, 64)
+    assert set_tied_size(d, "head_config.audio_hidden_size", 512, 64)
     assert d["speech"]["head_config"]["audio_hidden_size"] == 64
-    assert not _set_tied_size(d, "head_config.missing", 512, 64)
-    assert not _set_tied_size(d, "text_config.hidden_size", 999, 8)  # the stated value differs
+    assert not set_tied_size(d, "head_config.missing", 512, 64)
+    assert not set_tied_size(d, "text_config.hidden_size", 999, 8)  # the stated value differs
 
 
 def test_a_validation_error_that_names_no_tied_size_still_raises(monkeypatch):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from torchneuron.compat.models import shrink
+    from torchneuron.compat.models import tiny_config
 
     config_class = CONFIG_MAPPING["bert"]
 
@@ -108,7 +108,7 @@ def test_a_validation_error_that_names_no_tied_size_still_raises(monkeypatch):
 
     monkeypatch.setattr(config_class, "from_dict", classmethod(refuse))
     with pytest.raises(ValueError, match="must be prime"):
-        shrink.tiny_config("bert")
+        tiny_config.tiny_config("bert")
 
 
 def test_the_every_width_profile_shrinks_projections_groups_and_compound_scaling():

@@ -9,9 +9,10 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from torchneuron.compat.models.shrink import (  # noqa: E402
-    _follow_other_parts_width, _follow_stage_widths, _scale_feature_map_sizes, shrink_dict,
-    tiny_config)
+from torchneuron.compat.models.follow_widths import (  # noqa: E402
+    follow_other_parts_width, follow_stage_widths, scale_feature_map_sizes)
+from torchneuron.compat.models.shrink import shrink_dict  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 
 def test_stage_widths_grow_from_the_shrunk_hidden_size():
@@ -26,15 +27,15 @@ def test_widths_listed_again_elsewhere_and_equal_widths_follow():
             "fpn_hidden_size": 256, "decoder": {"hidden_size": 256}}
     small = {"backbone": {"hidden_size": 64, "dims": [64, 128]}, "neck_channels": [192, 96],
              "fpn_hidden_size": 256, "decoder": {"hidden_size": 64}}
-    _follow_stage_widths(full, small)
-    _follow_other_parts_width(full, small)
+    follow_stage_widths(full, small)
+    follow_other_parts_width(full, small)
     assert small["neck_channels"] == [128, 64] and small["fpn_hidden_size"] == 64
 
 
 def test_feature_map_sizes_shrink_with_the_image():
     full = {"image_size": 1024, "feature_sizes": [[256, 256], [64, 64]]}
     small = {"image_size": 32, "feature_sizes": [[256, 256], [64, 64]]}
-    _scale_feature_map_sizes(full, small)
+    scale_feature_map_sizes(full, small)
     assert small["feature_sizes"] == [[8, 8], [2, 2]]
 
 

@@ -11,7 +11,8 @@ import torch  # noqa: E402
 from torchneuron.compat.models.catalog import by_type  # noqa: E402
 from torchneuron.compat.models.check import build_tiny  # noqa: E402
 from torchneuron.compat.models.inputs import forward_inputs  # noqa: E402
-from torchneuron.compat.models.shrink import PROFILES, tiny_config  # noqa: E402
+from torchneuron.compat.models.shrink import PROFILES  # noqa: E402
+from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 from torchneuron.compat.models.unset_sizes import PROFILE, give_unset_sizes  # noqa: E402
 
 

@@ -12,7 +12,10 @@ from its config, plus real MiniLM weights, run on neuron against the CPU; report
 - `input_widths.py`: feature widths the model's first projection names.
 
 Tiny configs:
+- `tiny_config.py`: a model type's tiny config, the steps below in order, validated by its class.
 - `shrink.py`: a default config rewritten by key-name rules to a few small, consistent sizes.
+- `follow_widths.py`: sizes that follow what shrank (stage widths, other parts' widths, rotary).
+- `config_repairs.py`: a shrunk config its class rejects, repaired by the class's own rule.
 - `tiny_sizes.py`: the tiny sizes and expert-count keys shrink.py and unset_sizes.py both read.
 - `unset_sizes.py`: the profile for sizes the defaults leave unset and every checkpoint sets.
 - `derived_again.py`: the profile for sizes a config derives when they are left unset.

@@ -186,10 +186,10 @@ def _config_for(cls, config):
 
 def _meta_parameters(cls, config) -> int:
     """The model's parameter count, built on the meta device; a length the model requires and
-    the config leaves unset (shrink.give_required_length), and a setting the model reads that
+    the config leaves unset (config_repairs.give_required_length), and a setting the model reads that
     its config class lacks (missing_settings.py), are given first."""
     from .missing_settings import MAX_REPAIRS, give_missing_setting
-    from .shrink import give_required_length
+    from .config_repairs import give_required_length
 
     repairs = 0
     while True:
@@ -208,7 +208,7 @@ def _meta_parameters(cls, config) -> int:
 def _build(arch: Architecture, profile: str):
     import transformers
 
-    from .shrink import tiny_config
+    from .tiny_config import tiny_config
 
     config = tiny_config(arch.model_type, profile)
     if arch.head == "causal_lm" and hasattr(config, "is_decoder") and not config.is_encoder_decoder:

@@ -1,7 +1,8 @@
 """Tiny configs: a model type's default config (full size, e.g. 32 layers of 4096) rewritten by
 key-name rules to a few layers of small, mutually consistent sizes, so that hundreds of
-architectures build and run in seconds each. The rules act on the config's dict form and the
-config class rebuilds (and validates) it, exactly as from_pretrained would."""
+architectures build and run in seconds each. The rules act on the config's dict form
+(tiny_config.py rebuilds and validates it with the config class, exactly as from_pretrained
+would); follow_widths.py and config_repairs.py finish the sizes these rules cannot see."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def _shrink_list(key: str, value: list, layers_before: int | None, keep: list[in
                "embed_dim", "encoder_hidden_sizes", "neck_hidden_sizes"):
         return [_narrower(v) for v in value]
     if key == "mrope_section" or key == "mrope_sections":
-        return _scaled_sections(value, HEAD_DIM // 2)
+        return scaled_sections(value, HEAD_DIM // 2)
     return value
 
 
@@ -107,7 +108,7 @@ def _narrower(width: int) -> int:
     return max(8, width // 16 // 8 * 8) if width > 128 else width
 
 
-def _scaled_sections(sections: list[int], total: int) -> list[int]:
+def scaled_sections(sections: list[int], total: int) -> list[int]:
     """Splits `total` in the proportions of `sections` (rotary sections must sum to it)."""
     whole = sum(sections)
     out = [max(1, s * total // whole) for s in sections]
@@ -192,11 +193,11 @@ _HEAD_PARTS = ("qk_head_dim", "qk_rope_head_dim", "v_head_dim")
 _WIDTH_NAME = re.compile(r"_(dim|dims|size)$")
 
 
-_OTHER_WIDTH = re.compile(r"hidden_(size|dim)$|_dim$|^d_model$")
+OTHER_WIDTH = re.compile(r"hidden_(size|dim)$|_dim$|^d_model$")
 _STAGE_WIDTHS = re.compile(r"(dim|dims|size|sizes|channels)(_per_stage)?$")
 
 
-def _grows_from(value, first: int) -> bool:
+def grows_from(value, first: int) -> bool:
     """A list of stage widths: starts at `first` and grows (Hiera's embed_dim_per_stage)."""
     return isinstance(value, list) and len(value) > 1 \
         and all(isinstance(v, int) and not isinstance(v, bool) for v in value) \
@@ -232,9 +233,9 @@ def _derive_head_sizes(d: dict, out: dict) -> None:
             if isinstance(key, str) and isinstance(value, list) and len(value) > 1 \
                     and all(isinstance(v, int) and not isinstance(v, bool) for v in value) \
                     and sum(value) == d["hidden_size"] and sum(out[key]) != hidden:
-                out[key] = _scaled_sections(value, hidden)
+                out[key] = scaled_sections(value, hidden)
         for key, value in d.items():  # stage widths that start at hidden_size and grow from it
-            if _grows_from(value, d["hidden_size"]) and _STAGE_WIDTHS.search(key) \
+            if grows_from(value, d["hidden_size"]) and _STAGE_WIDTHS.search(key) \
                     and out.get(key) == value and hidden != d["hidden_size"]:
                 out[key] = [v * hidden // d["hidden_size"] for v in value]
         for key, value in d.items():  # widths left at their default that equal hidden_size
@@ -279,7 +280,7 @@ def _follow_repeated_width(d: dict, out: dict) -> None:
                 and len(set(value)) == 1):
             continue
         shrunk = {out[k] for k, v in d.items() if isinstance(k, str) and k != key and v == value[0]
-                  and not isinstance(v, bool) and _OTHER_WIDTH.search(k) and isinstance(out.get(k), int)}
+                  and not isinstance(v, bool) and OTHER_WIDTH.search(k) and isinstance(out.get(k), int)}
         if len(shrunk) == 1:
             out[key] = [shrunk.pop()] * len(value)
 
@@ -542,226 +543,3 @@ def special_token_ids(config) -> set[int]:
 
     visit(config.to_dict())
     return ids
-
-
-# A config class that ties two sizes says so when it validates: "`a.b` (512) must equal
-# `c.d` (64)". The battery shrank both independently; it follows the class's own rule.
-_TIED_SIZE = re.compile(
-    r"`?(?P<key>[A-Za-z_][\w.]*)`? \((?P<got>\d+)\) (?:must|should) (?:equal|match|be equal to|"
-    r"be the same as) (?:the backbone )?`?[\w.]+(?: // [\w.]+)?`? \((?P<want>\d+)\)")
-MAX_TIED_SIZE_REPAIRS = 4
-
-
-# The same rule said without the sizes: "adapter_in_dim must match hidden_size".
-_TIED_NAMES = re.compile(r"`?(?P<key>[A-Za-z_]\w*)`? must (?:match|equal) `?(?P<other>[A-Za-z_]\w*)`?$",
-                         re.MULTILINE)
-
-
-def _set_tied_name(d: dict, key: str, other: str) -> bool:
-    """Sets `key` to the value of `other` in the (sub-)config dict that has both."""
-    if isinstance(d.get(key), int) and isinstance(d.get(other), int) and d[key] != d[other]:
-        d[key] = d[other]
-        return True
-    return any(_set_tied_name(v, key, other) for v in d.values() if isinstance(v, dict))
-
-
-# A length the defaults leave unset and the model requires: "The `prediction_length` config
-# needs to be specified."
-_REQUIRED_LENGTH = re.compile(r"`(?P<key>\w+_length)` config needs to be specified")
-REQUIRED_LENGTH = 8
-
-
-def give_required_length(config, e: BaseException) -> bool:
-    """Sets the length the model's error asks for, where the config leaves it None, and the
-    other lengths left None, which the config derives from it when it is given (a
-    forecaster's context_length defaults to its prediction_length)."""
-    required = _REQUIRED_LENGTH.search(_messages(e))
-    if not required or getattr(config, required["key"], 0) is not None:
-        return False
-    for key, value in config.to_dict().items():
-        if key.endswith("_length") and value is None:
-            setattr(config, key, REQUIRED_LENGTH)
-    return True
-
-
-# The same rule with the value asked for first ("hidden_size_per_layer_input must be 0, got
-# 256"), or as the last of a list ("hidden_size should be equal to the last value in
-# out_features. hidden_size = 64, out_features = 256").
-_ASKED_FIRST = re.compile(r"`?(?P<key>[A-Za-z_][\w.]*)`? must be (?P<want>\d+), got (?P<got>\d+)")
-_LAST_OF_LIST = re.compile(r"(?P<key>\w+) should be equal to the last value in (?P<other>\w+)\. "
-                           r"(?P=key) = (?P<got>\d+), (?P=other) = (?P<want>\d+)")
-# Layer indices into a tower that shrank: "`adapter_config.vision_feature_layer` [24, 18] must
-# index the 2 layers of `vision_config`."
-_LAYER_INDICES = re.compile(r"`(?P<key>[\w.]+)` \[(?P<values>[\d, ]+)\] must index the "
-                            r"(?P<layers>\d+) layers")
-
-
-def _repair_tied_size(small: dict, message: str) -> bool:
-    tied = _TIED_SIZE.search(message) or _ASKED_FIRST.search(message) or _LAST_OF_LIST.search(message)
-    if tied:
-        return _set_tied_size(small, tied["key"], int(tied["got"]), int(tied["want"]))
-    indices = _LAYER_INDICES.search(message)
-    if indices:
-        values = [int(v) for v in indices["values"].split(",")]
-        return _set_tied_size(small, indices["key"], values, _kept_indices(values, int(indices["layers"])))
-    named = _TIED_NAMES.search(message)
-    return bool(named) and _set_tied_name(small, named["key"], named["other"])
-
-
-def _kept_indices(values: list[int], layers: int) -> list[int]:
-    """Layer indices of the full tower mapped into `layers` layers keeping their order: the
-    deepest named layer is the last one, the next deepest the one before (down to the first)."""
-    deepest_first = sorted(set(values), reverse=True)
-    return [max(0, layers - 1 - deepest_first.index(v)) for v in values]
-
-
-def _set_tied_size(d: dict, key: str, got, want) -> bool:
-    """Sets `key` (a dotted path from this config or from one of its sub-configs) from `got`
-    to `want`."""
-    *parents, leaf = key.split(".")
-    node = d
-    for parent in parents:
-        node = node.get(parent) if isinstance(node, dict) else None
-    if isinstance(node, dict) and node.get(leaf) == got:
-        node[leaf] = want
-        return True
-    return any(_set_tied_size(v, key, got, want) for v in d.values() if isinstance(v, dict))
-
-
-MROPE_SPLIT = (1, 1, 1)  # temporal, height, width: any split whose sum is the rotary half
-
-
-def _add_rotary_sections(config_class, d: dict) -> None:
-    """A config class that declares `mrope_section` (multimodal rotary sections: time, height,
-    width) but whose defaults leave it out gets sections that sum to half the shrunk rotary
-    dimension; the model's own fallback is sized for the full head."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    for name, sub_class in (getattr(config_class, "sub_configs", None) or {}).items():
-        sub = d.get(name)
-        if isinstance(sub, dict) and sub.get("model_type") in CONFIG_MAPPING:
-            sub_class = CONFIG_MAPPING[sub["model_type"]]  # AutoConfig: the dict names its class
-        if isinstance(sub, dict) and isinstance(sub_class, type):
-            _add_rotary_sections(sub_class, sub)
-    rope = d.get("rope_parameters")
-    if "mrope_section" not in getattr(config_class, "ignore_keys_at_rope_validation", ()) \
-            or not isinstance(rope, dict) or "mrope_section" in rope or "rope_type" not in rope:
-        return  # none, given, or not one flat set of parameters (per layer kind, or empty)
-    head_dim = d.get("head_dim")
-    if not isinstance(head_dim, int):
-        hidden, heads = d.get("hidden_size"), d.get("num_attention_heads")
-        if not (isinstance(hidden, int) and isinstance(heads, int) and heads):
-            return
-        head_dim = hidden // heads
-    rotary = int(head_dim * rope.get("partial_rotary_factor", d.get("partial_rotary_factor") or 1.0))
-    rope["mrope_section"] = _scaled_sections(list(MROPE_SPLIT), rotary // 2)
-
-
-def _leaves(full: dict, small: dict, wanted):
-    """(default, shrunk, small dict, key) for every value `wanted(key, value)` accepts in a
-    config and its sub-configs (those both configs have as dicts)."""
-    for key, value in full.items():
-        if isinstance(value, dict) and isinstance(small.get(key), dict):
-            yield from _leaves(value, small[key], wanted)
-        elif wanted(key, value):
-            yield value, small.get(key), small, key
-
-
-def _pairs(full: dict, small: dict):
-    """_leaves for every list."""
-    return _leaves(full, small, lambda key, value: isinstance(value, list))
-
-
-def _follow_stage_widths(full: dict, small: dict) -> None:
-    """Stage widths that shrank in one sub-config are shrunk alike where another part of the
-    config lists the same widths, in either order (SAM2's neck lists the backbone's stages
-    last first in backbone_channel_list)."""
-    widths = {}
-    for value, shrunk, _, _ in _pairs(full, small):
-        if _grows_from(value, value[0] if value else 0) and isinstance(shrunk, list) \
-                and len(shrunk) == len(value) and shrunk != value:
-            widths.update(zip(value, shrunk))
-    if not widths:
-        return
-    for value, shrunk, node, key in _pairs(full, small):
-        if value and shrunk == value and all(isinstance(v, int) and v in widths for v in value) \
-                and (_grows_from(value, value[0]) or _grows_from(value[::-1], value[-1])):
-            node[key] = [widths[v] for v in value]
-
-
-def _ints(full: dict, small: dict):
-    """_leaves for every integer under a string key."""
-    return _leaves(full, small, lambda key, value: isinstance(value, int) and
-                   not isinstance(value, bool) and isinstance(key, str))
-
-
-def _follow_other_parts_width(full: dict, small: dict) -> None:
-    """A width no rule shrank that equals another part's hidden_size in the defaults follows
-    that part where every part of that width shrank alike (SAM2's fpn_hidden_size feeds the
-    mask decoder, whose hidden_size is the same 256; so does the output_channels of SAM's
-    vision tower). Sine-cosine position features (num_pos_feats, two values each) that are half
-    such a width in the defaults stay half of it (SAM adds them to the vision tower's output)."""
-    widths: dict[int, set] = {}
-    for value, shrunk, _, key in _ints(full, small):
-        if key == "hidden_size" and shrunk != value:
-            widths.setdefault(value, set()).add(shrunk)
-    for value, shrunk, node, key in _ints(full, small):
-        if key != "hidden_size" and (_OTHER_WIDTH.search(key) or key == "output_channels") \
-                and shrunk == value and len(widths.get(value, ())) == 1:
-            node[key] = next(iter(widths[value]))
-    for value, shrunk, node, key in _ints(full, small):  # after output_channels has followed
-        if key == "num_pos_feats" and shrunk == value and len(widths.get(2 * value, ())) == 1:
-            node[key] = next(iter(widths[2 * value])) // 2  # a sine and a cosine per feature
-
-
-def _scale_feature_map_sizes(full: dict, small: dict) -> None:
-    """Feature map sizes listed per level as [height, width] (SAM2's backbone_feature_sizes,
-    a quarter, an eighth and a sixteenth of the image) shrink with the image."""
-    scales = {value // shrunk for value, shrunk, _, key in _ints(full, small)
-              if key == "image_size" and shrunk and value % shrunk == 0 and value != shrunk}
-    if len(scales) != 1:
-        return
-    scale = scales.pop()
-    for value, shrunk, node, key in _pairs(full, small):
-        if key.endswith("_sizes") and shrunk == value and value \
-                and all(isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and x % scale == 0
-                                                                   for x in v) for v in value):
-            node[key] = [[x // scale for x in v] for v in value]
-
-
-def _messages(e: BaseException) -> str:
-    """The message of an error and of every error it was raised from."""
-    parts = []
-    while e is not None:
-        parts.append(str(e))
-        e = e.__cause__ or e.__context__
-    return "\n".join(parts)
-
-
-def tiny_config(model_type: str, profile: str = PROFILES[0]):
-    """The model type's config with the battery's tiny sizes. Sizes the config class ties
-    together (its validation names them) take the value it asks for."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    from . import derived_again, unset_sizes
-
-    config_class = CONFIG_MAPPING[model_type]
-    full = config_class().to_dict()
-    small = shrink_dict(full, profile)
-    if profile == unset_sizes.PROFILE:
-        unset_sizes.give_unset_sizes(small)
-    if profile == derived_again.PROFILE:
-        derived_again.unset_derived_sizes(config_class, full, small)
-    _follow_stage_widths(full, small)
-    _follow_other_parts_width(full, small)
-    _scale_feature_map_sizes(full, small)
-    _add_rotary_sections(config_class, small)
-    small.pop("transformers_version", None)
-    small.pop("model_type", None)
-    for _ in range(MAX_TIED_SIZE_REPAIRS):
-        try:
-            return config_class.from_dict(small)
-        except Exception as e:  # noqa: BLE001 - validation errors come wrapped (strict dataclasses)
-            if not _repair_tied_size(small, _messages(e)):
-                raise
-    return config_class.from_dict(small)

@@ -113,7 +113,8 @@ class TensorIndirectView(NkiTensor):
         return self.source.offset + rows + offsets * sf
 
     def raw(self) -> torch.Tensor:
-        return self._storage.typed(self.dtype)[self.element_addresses("tensor indirection (gather)")]
+        address = self.element_addresses("tensor indirection (gather)")
+        return self._storage.typed(self.dtype)[address]
 
     def write_raw(self, values: torch.Tensor, run) -> None:
         instr = "tensor indirection (scatter)"
@@ -136,7 +137,9 @@ class TensorIndirectView(NkiTensor):
         """PSUM remembers the scattered elements as written (nc_matmul's accumulate=None)."""
         written = self._storage.written
         if written is not None and self.dtype.itemsize == self._storage.dtype.itemsize:
-            written[self.element_addresses("tensor indirection") if address is None else address] = True
+            if address is None:
+                address = self.element_addresses("tensor indirection")
+            written[address] = True
             self._storage.any_written = True
 
     def written_state(self):
