@@ -135,7 +135,7 @@ def test_a_width_that_equals_hidden_size_in_the_defaults_follows_it():
 def test_audio_inputs_have_a_second_layout_with_channels_or_features_first():
     import torch
 
-    from torchneuron.compat.models.inputs import _audio_transposed
+    from torchneuron.compat.models.main_input import _audio_transposed
 
     inputs = {"input_values": torch.zeros(2, 4000), "input_features": torch.zeros(2, 64, 80),
               "input_ids": torch.zeros(2, 8, dtype=torch.long)}
@@ -194,7 +194,8 @@ def test_codebook_decoders_get_one_row_of_ids_per_codebook():
 
     from torchneuron.compat.models.catalog import by_type
     from torchneuron.compat.models.check import build_tiny
-    from torchneuron.compat.models.inputs import BATCH, main_input
+    from torchneuron.compat.models.input_basics import BATCH
+    from torchneuron.compat.models.main_input import main_input
 
     model, *_, layout = build_tiny(by_type("musicgen"))
     assert layout == "ids per codebook"
@@ -205,7 +206,8 @@ def test_codebook_decoders_get_one_row_of_ids_per_codebook():
 def test_embeddings_and_latents_are_vectors_in_the_models_width():
     import torch
 
-    from torchneuron.compat.models.inputs import BATCH, SEQ, NoInputRecipe, main_input
+    from torchneuron.compat.models.input_basics import BATCH, SEQ, NoInputRecipe
+    from torchneuron.compat.models.main_input import main_input
 
     class Model:
         class config:  # noqa: N801 - stands for a config instance
@@ -278,7 +280,8 @@ def test_a_forecasters_required_lengths_and_past_inputs_come_from_its_config():
 
     from torchneuron.compat.models.catalog import by_type
     from torchneuron.compat.models.check import build_tiny
-    from torchneuron.compat.models.inputs import BATCH, modality_inputs
+    from torchneuron.compat.models.input_basics import BATCH
+    from torchneuron.compat.models.inputs import modality_inputs
     from torchneuron.compat.models.config_repairs import REQUIRED_LENGTH
 
     model, *_ = build_tiny(by_type("informer"))
@@ -308,7 +311,8 @@ def test_native_resolution_towers_get_padded_patches_a_mask_and_each_images_shap
 
     from torchneuron.compat.models.catalog import by_type
     from torchneuron.compat.models.check import build_tiny
-    from torchneuron.compat.models.inputs import BATCH, NATIVE_SIDE, main_input
+    from torchneuron.compat.models.input_basics import BATCH
+    from torchneuron.compat.models.main_input import NATIVE_SIDE, main_input
 
     model, *_ = build_tiny(by_type("siglip2_vision_model"))
     inputs = main_input(model, torch.Generator().manual_seed(0))
@@ -337,7 +341,8 @@ def test_inputs_the_config_sizes_by_name_and_language_ids_come_with_the_modaliti
 
     from torchneuron.compat.models.catalog import by_type
     from torchneuron.compat.models.check import build_tiny
-    from torchneuron.compat.models.inputs import BATCH, SEQ, modality_inputs
+    from torchneuron.compat.models.input_basics import BATCH, SEQ
+    from torchneuron.compat.models.inputs import modality_inputs
 
     model, *_ = build_tiny(by_type("lxmert"))
     inputs = modality_inputs(model, torch.Generator().manual_seed(0))

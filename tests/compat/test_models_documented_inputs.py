@@ -9,7 +9,8 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from torchneuron.compat.models.inputs import documented_input, forward_inputs  # noqa: E402
+from torchneuron.compat.models.documented_shapes import documented_input  # noqa: E402
+from torchneuron.compat.models.inputs import forward_inputs  # noqa: E402
 from torchneuron.compat.models.shrink import shrink_dict  # noqa: E402
 from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 

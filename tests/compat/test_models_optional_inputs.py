@@ -12,8 +12,8 @@ from transformers import PretrainedConfig  # noqa: E402
 
 from torchneuron.compat.models.catalog import by_type  # noqa: E402
 from torchneuron.compat.models.check import build_tiny  # noqa: E402
-from torchneuron.compat.models.inputs import (EVERY_DOCUMENTED, documented_input,  # noqa: E402
-                                              forward_inputs)
+from torchneuron.compat.models.inputs import EVERY_DOCUMENTED, forward_inputs  # noqa: E402
+from torchneuron.compat.models.documented_shapes import documented_input  # noqa: E402
 from torchneuron.compat.models.missing_settings import give_missing_setting  # noqa: E402
 
 
@@ -116,7 +116,7 @@ class _Anything(torch.nn.Module):
 
 
 def test_a_main_input_without_a_recipe_is_left_out_where_forward_takes_others():
-    from torchneuron.compat.models.inputs import NoInputRecipe
+    from torchneuron.compat.models.input_basics import NoInputRecipe
 
     model = _Anything()
     gen = torch.Generator().manual_seed(0)

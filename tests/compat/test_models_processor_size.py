@@ -8,7 +8,7 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from torchneuron.compat.models.inputs import main_input, processor_image_size  # noqa: E402
+from torchneuron.compat.models.main_input import main_input, processor_image_size  # noqa: E402
 from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 
 

@@ -13,7 +13,8 @@ pytest.importorskip("transformers")
 
 from torchneuron.compat.models.catalog import by_type  # noqa: E402
 from torchneuron.compat.models.check import PASS, build_tiny, check  # noqa: E402
-from torchneuron.compat.models.inputs import main_input, modality_inputs  # noqa: E402
+from torchneuron.compat.models.main_input import main_input  # noqa: E402
+from torchneuron.compat.models.inputs import modality_inputs  # noqa: E402
 from torchneuron.compat.models.shrink import shrink_dict  # noqa: E402
 
 
@@ -245,7 +246,7 @@ def test_a_generator_of_waveforms_is_compared_tensor_by_tensor():
 
 
 def test_a_matcher_gets_a_pair_of_images_per_sample():
-    from torchneuron.compat.models.inputs import IMAGES_PER_SAMPLE
+    from torchneuron.compat.models.main_input import IMAGES_PER_SAMPLE
 
     model, _, _, every_modality, layout = build_tiny(by_type("lightglue"))
     assert layout == "images per sample"
@@ -267,12 +268,12 @@ def test_a_grid_tower_with_a_convolutional_patch_embedding_gets_each_patch_as_an
 
 
 def test_sizes_are_read_from_any_sub_config_too():
-    from torchneuron.compat.models.inputs import _sub
+    from torchneuron.compat.models.input_basics import config_value
 
     # Nemotron 3.5 Transcribe's audio tower names its mel bins in asr_config only.
     model, _, _, _, _ = build_tiny(by_type("nemotron3_5_transcribe_audio"))
     bins = model.config.asr_config.num_mel_bins
-    assert _sub(model.config, "num_mel_bins") == bins
+    assert config_value(model.config, "num_mel_bins") == bins
     features = main_input(model, torch.Generator().manual_seed(0))["input_features"]
     assert features.shape[-1] == bins
     with torch.no_grad():

@@ -13,7 +13,7 @@ from transformers import PretrainedConfig  # noqa: E402
 
 from torchneuron.compat.models.catalog import by_type  # noqa: E402
 from torchneuron.compat.models.check import build_tiny  # noqa: E402
-from torchneuron.compat.models.inputs import IMAGES_PER_SAMPLE, main_input  # noqa: E402
+from torchneuron.compat.models.main_input import IMAGES_PER_SAMPLE, main_input  # noqa: E402
 from torchneuron.compat.models.missing_settings import give_missing_setting  # noqa: E402
 
 
@@ -177,7 +177,8 @@ class _Speech(torch.nn.Module):
 
 
 def test_a_float_sequence_of_an_audio_only_model_is_a_waveform():
-    from torchneuron.compat.models.inputs import AUDIO_SAMPLES, documented_input
+    from torchneuron.compat.models.input_basics import AUDIO_SAMPLES
+    from torchneuron.compat.models.documented_shapes import documented_input
 
     gen = torch.Generator().manual_seed(0)
     assert main_input(_Speech(), gen)["inputs"].shape == (2, AUDIO_SAMPLES)

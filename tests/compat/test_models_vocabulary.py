@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from torchneuron.compat.models.inputs import (  # noqa: E402
+from torchneuron.compat.models.input_basics import (  # noqa: E402
     BYTE_VALUES, NoInputRecipe, vocab_size)
 from torchneuron.compat.models.shrink import shrink_dict  # noqa: E402
 from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402

@@ -8,7 +8,10 @@ from its config, plus real MiniLM weights, run on neuron against the CPU; report
 - `jobs.py`: the battery on the shared worker pool, one architecture per unit.
 - `report.py`: totals per stage and reports/models.{json,md,png}.
 - `minilm.py`: real all-MiniLM-L6-v2 weights, on neuron against the CPU.
-- `inputs.py`: inputs and labels for a tiny model, derived from its config.
+- `inputs.py`: the inputs (every modality, documented ones, image placeholders) and labels.
+- `main_input.py`: the main input from the config, in the layouts the battery tries.
+- `documented_shapes.py`: an input made from its documented type and shape.
+- `input_basics.py`: batch and lengths, config values, token ids, forward's parameters.
 - `input_widths.py`: feature widths the model's first projection names.
 
 Tiny configs:

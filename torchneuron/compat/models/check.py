@@ -19,8 +19,9 @@ import torch
 from ..judge import Mismatch, compare_leaves
 from ..random_draws import RandomDraws
 from .catalog import Architecture
-from .inputs import (AUDIO_INPUTS, EVERY_DOCUMENTED, INPUT_SETS, LAYOUTS, forward_inputs, labels,
-                     main_input, names_no_image_size, processor_image_size)
+from .input_basics import names_no_image_size
+from .inputs import EVERY_DOCUMENTED, INPUT_SETS, forward_inputs, labels
+from .main_input import AUDIO_INPUTS, LAYOUTS, main_input, processor_image_size
 
 MAX_PARAMETERS = 40_000_000  # above this a shrink rule missed a size; fixed-size parts (SAM2's Hiera) stay below
 # Larger processor sizes (960 x 960 detectors, 1536 x 1536 depth models) make the CPU probe of

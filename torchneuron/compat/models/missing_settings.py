@@ -47,7 +47,7 @@ def _value_named(d: dict, name: str):
 def _free_token_id(config) -> int | None:
     """The highest id of the vocabulary that no special token of the config tree uses: the
     battery's token ids avoid every special id, so no input holds it."""
-    from .inputs import NoInputRecipe, vocab_size
+    from .input_basics import NoInputRecipe, vocab_size
     from .shrink import special_token_ids
 
     try:
