@@ -91,6 +91,8 @@ _device_module.comm.install()  # nn.DataParallel's scatter / gather / broadcast 
 _device_module.memory.install_oom_advice()  # an OOM message ends with the memory advisor's text
 _device_state.on_configure(_device_module.memory.apply_oom_snapshot_setting)  # on OOM
 _device_state.on_configure(_device_module.random.apply_rng_setting)  # NEURON_RNG=cpu
+# NEURON_ACCOUNTING=1 / NEURON_EXPECT: the readiness accounting on from the first device use.
+_device_state.on_configure(_device_module.contract.apply_setting)
 
 # 4. Tensor.neuron() / .is_neuron, Module.neuron(), Storage.neuron() / .is_neuron.
 torch.utils.generate_methods_for_privateuse1_backend(

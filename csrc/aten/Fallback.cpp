@@ -3,6 +3,7 @@
 // enforces in its generated wrappers: all tensors of one op on one device.
 #include "aten/Fallback.h"
 
+#include "aten/Accounting.h"
 #include "aten/CallArguments.h"
 #include "aten/CpuAlias.h"
 #include "aten/DeferredOp.h"
@@ -21,6 +22,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -153,6 +155,54 @@ c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session,
   });
 }
 
+// Runs the op on the calling thread (after queued work: the launch decision said inline, or its
+// CPU aliases settle the device) and leaves its neuron results on the stack.
+void run_now(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
+             c10::DeviceIndex device) {
+  const auto& schema = op.schema();
+  const std::size_t num_args = schema.arguments().size();
+  const std::size_t begin = stack->size() - num_args;
+  profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
+  if (activity.active()) activity.inputs(&(*stack)[begin], num_args);
+  AliasSession session(device);
+  run_cpu_kernel(op, ks, stack, session);
+
+  const std::size_t num_returns = schema.returns().size();
+  const std::size_t rbegin = stack->size() - num_returns;
+  for (std::size_t i = 0; i < num_returns; ++i) {
+    c10::IValue& v = (*stack)[rbegin + i];
+    v = to_neuron_results(v, session, op.operator_name());
+  }
+  if (activity.active()) activity.outputs(&(*stack)[rbegin], num_returns);
+}
+
+std::int64_t neuron_bytes(const c10::IValue* values, std::size_t n) {
+  std::int64_t bytes = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for_each_tensor(values[i], [&](const at::Tensor& t) {
+      if (is_neuron(t)) bytes += static_cast<std::int64_t>(t.numel() * t.itemsize());
+    });
+  }
+  return bytes;
+}
+
+// A call a Trainium runtime runs on the host, while the readiness accounting is on: it runs now,
+// as the host would run it there (after the device's queued work, which its operands need), and
+// is counted with the bytes that would cross the host link each way and its CPU time.
+void run_host_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                       torch::jit::Stack* stack, c10::DeviceIndex device, const char* reason) {
+  const std::size_t num_args = op.schema().arguments().size();
+  const std::int64_t to_host = neuron_bytes(&(*stack)[stack->size() - num_args], num_args);
+  launch::settle();
+  const auto start = std::chrono::steady_clock::now();
+  run_now(op, ks, stack, device);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start).count();
+  const std::size_t num_returns = op.schema().returns().size();
+  accounting::host_fallback(op, reason, to_host,
+                            neuron_bytes(&(*stack)[stack->size() - num_returns], num_returns), ns);
+}
+
 }  // namespace
 
 void run_cpu_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
@@ -257,6 +307,20 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   }
   const c10::DeviceIndex device = check.finish();
   if (has_float64) check_float64(op.operator_name());
+  // The readiness accounting (Accounting.h), at the launch decision: the call's signature, and
+  // whether a Trainium runtime would run it on the host or wait for the device.
+  const char* host_fallback = nullptr;
+  if (accounting::enabled()) {
+    accounting::op_call(op, &(*stack)[begin], num_args);
+    host_fallback = accounting::host_fallback_reason(op, ks, has_float64);
+    if (accounting::data_dependent_shape(op, &(*stack)[begin], num_args)) {
+      accounting::sync(accounting::SyncCause::kDataDependentShape, schema.name(), 0);
+    }
+  }
+  if (host_fallback != nullptr) {
+    run_host_fallback(op, ks, stack, device, host_fallback);
+    return;
+  }
   // The launch decision (Launch.h): queued (or held) on the current stream when its results'
   // metadata can be known now (DeferredOp.h); otherwise it runs here, after the queued work.
   RecipeCheck recipe_check;
@@ -267,19 +331,8 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     return;
   }
 
-  profiler::KernelActivityScope activity(schema.name(), device);  // torch.profiler's device row
-  if (activity.active()) activity.inputs(&(*stack)[begin], num_args);
-  AliasSession session(device);
-  run_cpu_kernel(op, ks, stack, session);
-
-  const std::size_t num_returns = schema.returns().size();
-  const std::size_t rbegin = stack->size() - num_returns;
-  for (std::size_t i = 0; i < num_returns; ++i) {
-    c10::IValue& v = (*stack)[rbegin + i];
-    v = to_neuron_results(v, session, op.operator_name());
-  }
-  if (activity.active()) activity.outputs(&(*stack)[rbegin], num_returns);
-  recipe_check.confirm(*stack, num_returns);
+  run_now(op, ks, stack, device);
+  recipe_check.confirm(*stack, schema.returns().size());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

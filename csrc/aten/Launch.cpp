@@ -1,5 +1,7 @@
 #include "aten/Launch.h"
 
+#include "aten/Accounting.h"
+
 #include "profiler/KernelActivity.h"
 #include "profiler/MemoryHistory.h"
 #include "runtime/NeuronRuntime.h"
@@ -186,11 +188,17 @@ void enqueue_held(const c10::Stream& stream, const char* name, std::function<voi
 }
 
 void synchronize_stream(const c10::Stream& stream) {
+  if (accounting::enabled()) {
+    accounting::sync(accounting::SyncCause::kSynchronize, "Stream.synchronize", 0);
+  }
   flush_held(&stream);
   rt::synchronize_stream(stream_ref(stream));
 }
 
 void synchronize_device(c10::DeviceIndex device) {
+  if (accounting::enabled()) {
+    accounting::sync(accounting::SyncCause::kSynchronize, "synchronize", 0);
+  }
   flush_held(nullptr);
   rt::synchronize_device(device);
 }

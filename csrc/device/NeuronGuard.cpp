@@ -2,6 +2,7 @@
 // domains, and events that carry a device timestamp. Registered with C10_REGISTER_GUARD_IMPL;
 // nothing calls into this file directly.
 #include "device/CurrentDevice.h"
+#include "aten/Accounting.h"
 #include "aten/Launch.h"
 #include "runtime/NeuronRuntime.h"
 
@@ -145,6 +146,9 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeEvent(void* event) const override {
     auto* e = static_cast<NeuronEvent*>(event);
     if (e == nullptr) return;
+    if (accounting::enabled()) {
+      accounting::sync(accounting::SyncCause::kEventSynchronize, "Event.synchronize", 0);
+    }
     e->marker.wait();
     launch::raise_pending_error(e->device);
   }

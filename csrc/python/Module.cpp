@@ -1,6 +1,7 @@
 // torchneuron._C: the Python face of the core, bindings only. Python configures the runtime once
 // (profile + environment, see torchneuron/runtime/config.py), calls the registration steps in
 // torchneuron/__init__.py's order, and reads the allocator's figures here.
+#include "aten/Accounting.h"
 #include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
 #include "aten/HostKernels.h"
@@ -20,6 +21,7 @@
 #include "ops/DtypePolicy.h"
 #include "profiler/KernelActivity.h"
 #include "profiler/MemoryHistory.h"
+#include "profiler/PythonLine.h"
 #include "profiler/RecordedActivity.h"
 #include "python/FusionBindings.h"
 #include "runtime/NeuronRuntime.h"
@@ -213,6 +215,21 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_float64_host_fallback_counts", &tn::float64_host_fallback_counts);
   m.def("_reset_float64_host_fallbacks", &tn::reset_float64_host_fallbacks);
+
+  // The readiness accounting (aten/Accounting.h), read by torchneuron/device/accounting.py.
+  m.def("_accounting_set_enabled", &tn::accounting::set_enabled);
+  m.def("_accounting_enabled", &tn::accounting::enabled);
+  m.def("_accounting_set_host_fallback_ops", &tn::accounting::set_host_fallback_ops);
+  m.def("_accounting_set_internal_dirs", &tn::profiler::set_internal_python_dirs);
+  m.def("_accounting_reset", &tn::accounting::reset);
+  m.def("_accounting_records", [] {
+    py::list out;
+    for (const auto& r : tn::accounting::records()) {
+      out.append(py::make_tuple(r.kind, r.op, r.location, r.detail, r.count, r.bytes_to_host,
+                                r.bytes_from_host, r.cpu_ns));
+    }
+    return out;
+  });
 
   m.def("_cpu_alias", &tn::cpu_alias_keeping_storage);
   // torch.multiprocessing's reduction of neuron storages (torchneuron/device/ipc.py): `t` is a

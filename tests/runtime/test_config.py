@@ -40,6 +40,10 @@ def test_visible_cores_and_hbm_override():
     ({"NEURON_HBM_BYTES": "0"}, "NEURON_HBM_BYTES"),
     ({"NEURON_FLOAT64": "maybe"}, "NEURON_FLOAT64"),
     ({"NEURON_COMPILE_GEMM": "mkl"}, "NEURON_COMPILE_GEMM"),
+    ({"NEURON_ACCOUNTING": "yes"}, "NEURON_ACCOUNTING"),
+    ({"NEURON_EXPECT": "syncs=0,syncs=1"}, "NEURON_EXPECT"),
+    ({"NEURON_EXPECT": "speed=0"}, "NEURON_EXPECT"),
+    ({"NEURON_EXPECT": "peak_memory=lots"}, "NEURON_EXPECT"),
 ])
 def test_invalid_values_name_the_variable_and_the_accepted_values(env, var):
     with pytest.raises(config.ConfigError, match=rf"{var}=.*accepted values"):
@@ -83,6 +87,12 @@ def test_bad_configuration_never_breaks_import_and_names_the_variable(python, va
     assert len(errors) == 6, out.stdout
     for line in errors:
         assert f"{var}={value!r} is not valid" in line and accepted in line, line
+
+
+def test_neuron_expect_reads_each_bound():
+    loaded = config.load({"NEURON_EXPECT": "syncs=0, recompiles=3,peak_memory=2GiB"})
+    assert loaded.expect == (("syncs", 0), ("recompiles", 3), ("peak_memory", 2 << 30))
+    assert not loaded.accounting and config.load({"NEURON_ACCOUNTING": "1"}).accounting
 
 
 def test_environment_sets_the_devices(python):

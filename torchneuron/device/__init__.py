@@ -19,7 +19,12 @@ submodules, whose names it re-exports. Registered with `torch._register_device_m
 - `ipc.py`: neuron tensors between processes, shared in device memory as CUDA's IPC shares them.
 - `legacy_types.py`: the legacy typed names (`torch.neuron.FloatTensor`, typed storages).
 - `monitoring.py`: torch.cuda's hardware monitors, refused with what to use instead.
-- `nvtx.py`: `torch.neuron.nvtx`, ranges and marks recorded on the device's timeline."""
+- `nvtx.py`: `torch.neuron.nvtx`, ranges and marks recorded on the device's timeline.
+- `accounting.py`: the readiness accounting: host fallbacks, host syncs, shape signatures,
+  recompiles and peak memory counted while the program runs; `readiness_summary()`.
+- `contract.py`: `torch.neuron.expect(...)`, the contract on a block's counts, and NEURON_EXPECT.
+- `contract_pytest.py`: the pytest plugin: `@pytest.mark.neuron_expect(...)`, NEURON_EXPECT per
+  test."""
 
 from __future__ import annotations
 
@@ -29,7 +34,10 @@ import torch
 
 from .. import _C
 from ..runtime import device_state
-from . import amp, comm, ipc, legacy_types, memory, monitoring, nvtx, properties, random, streams
+from . import accounting, amp, comm, contract, ipc, legacy_types, memory, monitoring, nvtx
+from . import properties, random, streams
+from .accounting import readiness_summary, reset_readiness
+from .contract import ExpectationError, expect
 from ._index import _device_index, _device_t
 from .ipc import ipc_collect
 from .memory import *  # noqa: F403
@@ -43,6 +51,7 @@ from .streams import *  # noqa: F403
 # over the standard library's.
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
            "set_device", "synchronize", "eager_mode", "device", "device_of", "ipc_collect",
+           "expect", "ExpectationError", "readiness_summary", "reset_readiness",
            *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
            *streams.__all__, *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES]
 

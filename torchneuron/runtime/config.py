@@ -34,6 +34,16 @@ each one is listed in the README.
   NEURON_RNG                 what random ops on neuron draw from: device (default: each
                              device's own generator, as CUDA's) or cpu (the CPU's default
                              generator itself, to check a seeded port against the CPU bit for bit)
+  NEURON_ACCOUNTING          1: the readiness accounting (host fallbacks, host syncs, shape
+                             signatures, recompiles, peak memory: torch.neuron.readiness_summary())
+                             on from the first device use, with a summary on stderr at exit;
+                             0 (default: on only inside torch.neuron.expect and the readiness
+                             command)
+  NEURON_EXPECT              a contract for the whole run, e.g. "syncs=0,host_fallbacks=0,
+                             peak_memory=20GiB" (keys: host_fallbacks, syncs, recompiles,
+                             signatures, dynamic_shapes, peak_memory): turns the accounting on;
+                             a script exits with status 1 naming each violation, a pytest run
+                             checks every test (default: unset)
   TORCH_FR_BUFFER_SIZE       PyTorch's flight recorder: entries kept per process (PyTorch reads
                              it too); 0 turns the recorder and the neuron backend's dumps off
                              (default: 2000)
@@ -58,6 +68,9 @@ KERNEL_MODES = ("fast", "simulate")
 EAGER_MODES = ("sync", "async", "fused")
 RNG_SOURCES = ("device", "cpu")
 EAGER_MODE_ALIASES = {"debug": "sync", "strict": "async"}  # TorchTPU's names
+# What torch.neuron.expect (and NEURON_EXPECT) may bound: counts, and peak memory in bytes.
+EXPECTATION_KEYS = ("host_fallbacks", "syncs", "recompiles", "signatures", "dynamic_shapes",
+                    "peak_memory")
 
 
 _MAX_BYTES = 1 << 63  # the runtime counts bytes in 64 bits
@@ -84,6 +97,8 @@ class Config:
     rng: str = "device"
     fr_buffer_size: int = 2000
     fr_dump_prefix: str = "/tmp/nccl_trace_rank_"
+    accounting: bool = False
+    expect: tuple[tuple[str, int], ...] = ()  # NEURON_EXPECT's bounds, in its order
 
     @property
     def device_count(self) -> int:
@@ -119,6 +134,30 @@ def parse_cores(var: str, value: str, limit: int) -> tuple[int, ...]:
     if len(set(cores)) != len(cores):
         raise _bad(var, value, accepted + " (each core once)")
     return tuple(cores)
+
+
+def parse_expectations(var: str, text: str) -> tuple[tuple[str, int], ...]:
+    """NEURON_EXPECT's "key=bound,..." as (key, bound) pairs; peak_memory takes a byte count
+    (20GiB), the others a whole number of events."""
+    accepted = ("comma-separated key=bound pairs, keys " + ", ".join(EXPECTATION_KEYS) +
+                ", e.g. 'syncs=0,peak_memory=20GiB'")
+    bounds: dict[str, int] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in EXPECTATION_KEYS or key in bounds:
+            raise _bad(var, text, accepted)
+        if key == "peak_memory":
+            bounds[key] = parse_bytes(var, value)
+        elif value.strip().isdigit():
+            bounds[key] = int(value)
+        else:
+            raise _bad(var, text, accepted)
+    if not bounds:
+        raise _bad(var, text, accepted)
+    return tuple(bounds.items())
 
 
 def load(environ: os._Environ | dict | None = None) -> Config:
@@ -181,6 +220,12 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if rng not in RNG_SOURCES:
         raise _bad("NEURON_RNG", env["NEURON_RNG"], ", ".join(RNG_SOURCES))
 
+    accounting_text = env.get("NEURON_ACCOUNTING", "0").strip()
+    if accounting_text not in ("0", "1"):
+        raise _bad("NEURON_ACCOUNTING", accounting_text, "0, 1")
+    expect_text = env.get("NEURON_EXPECT", "").strip()
+    expect = parse_expectations("NEURON_EXPECT", expect_text) if expect_text else ()
+
     # PyTorch's names and defaults (torch/csrc/distributed/c10d/FlightRecorder.hpp).
     fr_text = env.get("TORCH_FR_BUFFER_SIZE", "2000")
     if not fr_text.strip().isdigit():
@@ -191,7 +236,7 @@ def load(environ: os._Environ | dict | None = None) -> Config:
                   compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode,
                   eager_mode=eager_mode, launch_blocking=blocking_text == "1",
                   fusion_hot=int(hot_text), rng=rng, fr_buffer_size=int(fr_text),
-                  fr_dump_prefix=fr_prefix)
+                  fr_dump_prefix=fr_prefix, accounting=accounting_text == "1", expect=expect)
 
 
 _lock = threading.Lock()

@@ -1323,6 +1323,22 @@ ENTRIES: tuple[Internal, ...] = (
         "70B model under it at full size without allocating it",
         exists("torch._subclasses.fake_tensor.FakeTensorMode", keywords=("shape_env",))),
     Internal(
+        "torch._dynamo.utils.get_compilation_metrics", "relied on",
+        ("torchneuron/device/accounting.py",),
+        "the readiness accounting reads Dynamo's per-compile records for recompiles (their "
+        "recompile_reason and code location) and dynamic=True compiles (dynamo_config's "
+        "assume_static_by_default false), counted as the records added during a block",
+        _all(exists("torch._dynamo.utils.get_compilation_metrics"),
+             defines("torch._dynamo.utils", "CompilationMetrics"),
+             contains("torch._dynamo.utils", "CompilationMetrics", "recompile_reason",
+                      "dynamo_config", "co_filename", "co_firstlineno"))),
+    Internal(
+        "torch._dynamo.mark_dynamic", "re-pointed", ("torchneuron/device/accounting.py",),
+        "while the readiness accounting is on, torch._dynamo.mark_dynamic is wrapped to count "
+        "each use with the caller's line (TorchNeuron's torch.compile refuses dynamic shapes); "
+        "the original is put back when the accounting stops",
+        exists("torch._dynamo.mark_dynamic")),
+    Internal(
         "torch._dynamo.utils.counters", "relied on", (_FUSION_COMPILER,),
         "what Inductor's FX graph cache answered a chain's compile (hit, miss, bypass), read as "
         "differences around it",
@@ -1724,7 +1740,8 @@ ENTRIES: tuple[Internal, ...] = (
          covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
     _cpp("TensorImpl/StorageImpl internals of the CPU alias",
          ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp",
-          "SharedStorage.cpp", "DeferredOp.cpp", "CallArguments.cpp", "FusedChain.cpp"),
+          "SharedStorage.cpp", "DeferredOp.cpp", "CallArguments.cpp", "FusedChain.cpp",
+          "Accounting.cpp"),
          "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
          "directly, storage data pointers swapped, conj/neg bits copied; a storage sent to "
          "another process has its data pointer swapped for shareable memory",

@@ -4,6 +4,7 @@
 // what it must (devices, the float64 policy, a runtime without host access).
 #pragma once
 
+#include "aten/Accounting.h"
 #include "aten/Float64Gate.h"
 #include "aten/HostAccess.h"
 #include "aten/Launch.h"
@@ -18,9 +19,10 @@ namespace torchneuron {
 
 // A fast path runs on the calling thread: only when the runtime's memory is host-addressable and
 // the launch decision (aten/Launch.h) runs the op inline. Every other case goes to the fallback,
-// which queues or holds it.
+// which queues or holds it. While the readiness accounting is on, every op goes to the fallback,
+// which counts each call once, under the op's own name (aten/Accounting.h).
 inline bool fast_path_now(std::initializer_list<const at::Tensor*> operands) {
-  if (!host_addressable()) return false;
+  if (!host_addressable() || accounting::enabled()) return false;
   std::size_t largest = 0;
   if (launch::queuing()) {  // synchronous: no operand sizes to weigh on the hot path
     for (const at::Tensor* t : operands) {

@@ -1,6 +1,7 @@
 // The few ATen kernels that cannot go through the boxed fallback: they create neuron memory,
 // change a tensor's metadata in place, or move bytes across the host/device boundary.
 #include "aten/CpuStubs.h"  // first: before any ATen header
+#include "aten/Accounting.h"
 #include "aten/CpuAlias.h"
 #include "aten/Float64Gate.h"
 #include "aten/HostAccess.h"
@@ -262,6 +263,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
                   });
     return dst;
   }
+  // A copy from the device to pageable host memory (or one that cannot queue) waits for the
+  // device: a host synchronization on Trainium as here.
+  if (accounting::enabled() && on_device.is_same(self) && dst.device().is_cpu()) {
+    accounting::sync(accounting::SyncCause::kCopyToHost, "aten::copy_",
+                     static_cast<std::int64_t>(dst.nbytes()));
+  }
   return copy_now(self, dst, non_blocking);
 }
 
@@ -272,6 +279,10 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 // `.item()`: the element's bytes come to the host through the seam, after queued work.
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  if (accounting::enabled()) {
+    accounting::sync(accounting::SyncCause::kItem, "aten::_local_scalar_dense",
+                     static_cast<std::int64_t>(self.itemsize()));
+  }
   launch::settle();
   c10::Scalar r;
   AT_DISPATCH_V2(
