@@ -109,6 +109,7 @@ def test_classify_is_cached_per_op_dtype_and_layout():
     ("aten::add.NoSuchOverload", ValueError, "unknown op 'aten::add.NoSuchOverload'"),
     ("add", ValueError, "expected a name such as 'aten::add'"),
     (42, TypeError, "op must be an op name"),
+    (["aten::add"], TypeError, "op must be an op name .* not list"),
 ])
 def test_a_bad_op_name_is_an_error_naming_it(op, error, message):
     with pytest.raises(error, match=message):

@@ -137,12 +137,22 @@ def _packet_of_name(name: str) -> str:
 def classify(op, dtype: torch.dtype | None = None,
              layout: torch.layout = torch.strided) -> OpSupport:
     """How `op` ("aten::mul.Tensor", an OpOverload, ...) would run on Trainium for tensors of
-    `dtype` (None: the op in general) and `layout`. Cached per (op, dtype, layout)."""
+    `dtype` (None: the op in general) and `layout`. Cached per (op, dtype, layout): a repeated
+    question is one dict lookup, since the accounting asks it on every op call."""
+    key = (op, dtype, layout)
+    try:
+        return _answers[key]
+    except (KeyError, TypeError):  # TypeError: an unhashable op, refused below
+        pass
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype or None, not {dtype!r}")
     if not isinstance(layout, torch.layout):
         raise TypeError(f"layout must be a torch.layout, not {layout!r}")
-    return _classify(packet_of(op), dtype, layout)
+    answer = _answers[key] = _classify(packet_of(op), dtype, layout)
+    return answer
+
+
+_answers: dict[tuple, OpSupport] = {}
 
 
 @functools.lru_cache(maxsize=None)
