@@ -38,6 +38,9 @@ NATIVE, HOST, UNSUPPORTED = support.NATIVE, support.HOST_FALLBACK, support.UNSUP
      "foreach form of aten::mul (aws"),
     ("aten::view_copy", torch.float64, torch.strided, NATIVE, "rule", "no arithmetic"),
     ("aten::_copy_from", torch.float32, torch.strided, NATIVE, "rule", "no arithmetic"),
+    ("aten::_assert_async", None, torch.strided, NATIVE, "rule", "no tensor result"),
+    ("aten::_fused_adam_", torch.float32, torch.strided, HOST, "rule",
+     "in-place variant of aten::_fused_adam (rule: no core-ATen lowering"),  # Tensor[] results
 ])
 def test_the_rule_on_examples(op, dtype, layout, category, source, reason):
     result = support.classify(op, dtype, layout)
@@ -60,7 +63,7 @@ def test_every_op_aws_lists_keeps_aws_class_or_is_named_as_gone():
     assert gone == ["aten::_s_where"]  # removed from PyTorch since AWS's list
     with pytest.raises(ValueError, match="unknown op 'aten::_s_where'"):
         support.classify("aten::_s_where")
-    assert "`aten::_s_where` no longer exist" in page.render()
+    assert "`aten::_s_where` is no operator on torch" in page.render()
     for packet in sorted(ops & set(aws.LISTED_OPERATORS)):
         assert support.classify(packet).source == "aws", packet
     assert set(aws.AWS_CLASSES.values()) == set(support.CLASSES)

@@ -97,7 +97,7 @@ class _Facts:
     quantized: bool
     sparse_only: bool
     moves_bits: bool  # no arithmetic: views, view copies, data movement, memory
-    no_tensor: bool  # returns no tensor (asserts, predicates, metadata)
+    no_tensor: bool  # returns no tensor and writes none (asserts, predicates, metadata)
     dynamic_shape: bool
     reads_value: bool
     core: bool
@@ -326,7 +326,10 @@ def _facts(packet: str) -> _Facts:
         or bool(tags & {torch.Tag.inplace_view, torch.Tag.view_copy})
         or any(o.is_view for o in overloads),
         # internal: see runtime/torch_internals.py "torch._ops.OpOverload._schema"
-        no_tensor=all(not any(isinstance(r.type, torch.TensorType) for r in o._schema.returns)
+        # Tensor, Tensor[] and Tensor? results all count; an op writing into its arguments
+        # (aten::_cummax_helper) computes although it returns nothing.
+        no_tensor=all(not o._schema.is_mutable
+                      and not any("Tensor" in str(r.type) for r in o._schema.returns)
                       for o in overloads),
         dynamic_shape=torch.Tag.dynamic_output_shape in tags,
         reads_value=torch.Tag.data_dependent_output in tags,

@@ -81,7 +81,8 @@ def _absent_aws_ops(ops: list[str]) -> list[str]:
     if not absent:
         return []
     return [f"  AWS lists {len(aws.LISTED_OPERATORS)} ops; "
-            f"{', '.join(f'`{op}`' for op in absent)} no longer exist on torch {torch_version()}."]
+            f"{', '.join(f'`{op}`' for op in absent)} {'is' if len(absent) == 1 else 'are'} "
+            f"no operator on torch {torch_version()}."]
 
 
 def _counts(rows) -> list[str]:
