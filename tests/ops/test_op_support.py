@@ -101,6 +101,13 @@ def test_every_device_op_has_a_class_a_source_and_a_namespace():
     assert support.python_namespace("aten::_softmax") == "internal"
 
 
+def test_what_runs_on_the_host_per_class():
+    assert support.host_dtypes("aten::mul.Tensor") == "float64, complex128, sparse"
+    assert support.host_dtypes("aten::cat") == "sparse"  # moves bits: float64 stays native
+    assert support.host_dtypes("aten::nonzero") == "every dtype"
+    assert support.host_dtypes("aten::quantize_per_tensor") == ""
+
+
 def test_classify_is_cached_per_op_dtype_and_layout():
     first = support.classify("aten::sub.Tensor", torch.float16)
     assert support.classify("aten::sub.Tensor", torch.float16) is first

@@ -225,11 +225,13 @@ def _variant(packet: str) -> str:
 
 
 def host_dtypes(op) -> str:
-    """What runs on the host although the op is native: "float64, complex128, sparse" for an
-    arithmetic op, "sparse" for one that only moves bits; "" where the op is not native."""
+    """What runs on the host: for a native op "float64, complex128, sparse" (arithmetic) or
+    "sparse" (an op that only moves bits); "every dtype" for a host fallback; "" for an
+    unsupported op."""
     packet = packet_of(op)
-    if classify(packet).category != NATIVE:
-        return ""
+    category = classify(packet).category
+    if category != NATIVE:
+        return "every dtype" if category == HOST_FALLBACK else ""
     arithmetic = [str(d).removeprefix("torch.") for d in HOST_DTYPES
                   if classify(packet, d).category == HOST_FALLBACK]
     return ", ".join([*arithmetic, "sparse"])

@@ -53,8 +53,9 @@ def render() -> str:
         "  In-place variants, foreach forms and backend hooks (`convolution_overrideable`) take "
         "the class of the op they apply, and the row names it.",
         "",
-        "The column *on the host for* lists what runs on the host although the op is native: "
-        "`float64` and `complex128` arithmetic (Trainium has neither) and sparse layouts.",
+        "The column *on the host for* lists what runs on the host: for a native op, `float64` "
+        "and `complex128` arithmetic (Trainium has neither) and sparse layouts; for a host "
+        "fallback, every dtype.",
         "",
         "## Counts",
         "",
