@@ -6,7 +6,9 @@ else one rule, below, decides. `classify` is what the readiness accounting asks 
 the first call for an (op, dtype, layout) works it out, every later call is a cache hit.
 `torchneuron op-support` writes the whole table into docs/op-support.md (op_support_page.py).
 
-The rule, first match deciding (`RULE` says the same in words, for the page):
+The rule, first match deciding (`RULE` says the same in words, for the page). An in-place
+variant ("aten::add_"), a foreach form ("aten::_foreach_add_") or a backend hook
+("aten::convolution_overrideable") takes the class of the op it applies, by the rule.
 1. no kernel the neuron device can run (CUDA-, MPS-, cuDNN-, MKLDNN- or nested-only): out of the
    table; `classify` answers unsupported.
 2. quantized: an op with only a quantized kernel, or one that makes quantized tensors:
@@ -15,15 +17,17 @@ The rule, first match deciding (`RULE` says the same in words, for the page):
 3. a sparse layout (COO, CSR, CSC, BSR, BSC), or an op that exists only for sparse tensors:
    host fallback.
 4. float64 or complex128 arithmetic (Trainium has neither): host fallback for that dtype; ops
-   that only move, view, fill or compare bits (op_lists.FLOAT64_DATA_MOVEMENT_OPS, the list the
-   float64 policy uses at run time) stay native.
+   with no arithmetic stay native: those that only move, view, fill or compare bits
+   (op_lists.FLOAT64_DATA_MOVEMENT_OPS, the list the float64 policy uses at run time), views and
+   view copies (torch.Tag.view_copy), and memory work (op_lists.MEMORY_OPS).
 5. AWS lists the op: AWS's class.
 6. a data-dependent output shape (torch.Tag.dynamic_output_shape: nonzero, masked_select,
    unique...): host fallback.
 7. native when the op has a lowering: in PyTorch's core ATen opset (torch.Tag.core), a result
    that only reads the device (torch.Tag.data_dependent_output: `.item()`, `equal`; a host sync,
    not a fallback), a decomposition (CompositeImplicitAutograd, or torch._decomp's core-ATen
-   table), or no arithmetic at all (views, in-place views, data movement).
+   table), no arithmetic at all (as in 4), or no tensor result and none written (asserts,
+   predicates).
 8. anything else (no core-ATen lowering and no decomposition into one): host fallback."""
 
 from __future__ import annotations
@@ -44,13 +48,15 @@ SOURCES = ("aws", "rule")
 RULE = (
     "quantized ops are unsupported (AWS's `N` covers quantized operator variants); sparse "
     "layouts and sparse-only ops are host fallbacks; float64 and complex128 arithmetic is a "
-    "host fallback for those dtypes (ops that only move, view, fill or compare bits excepted); "
+    "host fallback for those dtypes (ops with no arithmetic excepted: data movement, views, "
+    "memory); "
     "where AWS lists the op, AWS's class; an op with a data-dependent output shape "
     "(`torch.Tag.dynamic_output_shape`) is a host fallback; an op is native when it is in "
     "PyTorch's core ATen opset (`torch.Tag.core`), only reads a value back "
     "(`torch.Tag.data_dependent_output`, a host sync), decomposes (CompositeImplicitAutograd or "
-    "the core-ATen decomposition table) or does no arithmetic (views, data movement); anything "
-    "else, with no core-ATen lowering and no decomposition, is a host fallback")
+    "the core-ATen decomposition table), does no arithmetic, or returns and writes no tensor "
+    "(asserts, predicates); anything else, with no core-ATen lowering and no decomposition, is "
+    "a host fallback")
 
 HOST_DTYPES = (torch.float64, torch.complex128)
 SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
