@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py torchneuron/runtime/extension.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: setup setup-214 test-214 compat-vision compat-timm demo-vision demo test test-sync test-fused test-slow compat-ops compat-models compat-diffusers compat-peft \
+.PHONY: op-support setup setup-214 test-214 compat-vision compat-timm demo-vision demo test test-sync test-fused test-slow compat-ops compat-models compat-diffusers compat-peft \
 	compat-sentence-transformers compat-all chromium bench bench-all clean serve-demo test-serve test-titan
 
 # What a long stage says: a line as it starts (what it builds, how large, how long here), and, at
@@ -53,6 +53,10 @@ test-fused: setup
 
 test-slow: setup chromium
 	$(BIN)/python -m pytest -q -rs -m slow
+
+# docs/op-support.md from torchneuron/ops/op_support.py (the default suite checks it is current).
+op-support: setup
+	$(BIN)/torchneuron op-support
 
 compat-ops: setup
 	$(BIN)/torchneuron compat ops

@@ -32,6 +32,18 @@ FLOAT64_DATA_MOVEMENT_OPS = (
 )
 
 
+# Ops that allocate, copy, resize, re-point or pin device memory: the device's own memory work,
+# no arithmetic (the op-support table's rule counts them native; most have neuron kernels of
+# their own in csrc/aten/native/Memory.cpp).
+MEMORY_OPS = (
+    "aten::_copy_from", "aten::_copy_from_and_resize", "aten::resize_", "aten::resize",
+    "aten::_resize_output_", "aten::_resize_output", "aten::set_", "aten::set",
+    "aten::record_stream", "aten::_pin_memory", "aten::is_pinned", "aten::empty_permuted",
+    "aten::new_empty_strided", "aten::lift", "aten::_lazy_clone",
+    "aten::_has_compatible_shallow_copy_type", "aten::_efficientzerotensor",
+)
+
+
 # Not a hand list: ops with a CPU kernel that the dispatcher would give neuron as a
 # CompositeExplicitAutograd decomposition (native_layer_norm, native_group_norm, addr, _stack,
 # all/any.dims on 2.13) are found in the dispatcher at import by csrc/aten/Fallback.cpp

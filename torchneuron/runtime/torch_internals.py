@@ -671,6 +671,30 @@ def _op_overloads_name_their_overload() -> None:
                        "the unnamed one)")
 
 
+_OP_SUPPORT = "torchneuron/ops/op_support.py"
+
+
+def _dispatcher_lists_its_ops() -> None:
+    names = torch._C._dispatch_get_all_op_names()
+    if "aten::add.Tensor" not in names or "aten::nonzero" not in names:
+        raise Mismatch("no longer lists operators as 'aten::add.Tensor' (default: 'aten::nonzero')")
+
+
+def _dispatcher_answers_kernel_questions() -> None:
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    if not has("aten::add.Tensor", "CPU") or not has("aten::linear", "CompositeImplicitAutograd") \
+            or has("aten::linear", "CPU"):
+        raise Mismatch("no longer answers per op name and dispatch key name")
+
+
+def _core_decompositions_are_op_overloads() -> None:
+    from torch._decomp import core_aten_decompositions
+
+    if "aten::addcmul" not in {op.name() for op in core_aten_decompositions()
+                               if hasattr(op, "overloadpacket")}:
+        raise Mismatch("the core-ATen table no longer has OpOverloads such as aten.addcmul")
+
+
 def _legacy_type_names_parse() -> None:
     named = type("torch.FloatTensor", (), {})
     if torch.zeros(1, dtype=torch.float64).type(named).dtype != torch.float32:
@@ -1294,13 +1318,15 @@ ENTRIES: tuple[Internal, ...] = (
     Internal(
         "torch._ops.OpOverload._schema", "relied on",
         ("torchneuron/compat/random_draws.py", "torchneuron/fusion/ops.py",
+         "torchneuron/ops/op_support.py",
          "torchneuron/fusion/queue_feeder.py", "torchneuron/fusion/graph.py",
          "torchneuron/fusion/runtime_scalars.py"),
         "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw; "
         "fused eager reads is_mutable and returns to refuse in-place, out= and multi-result ops, "
         "names ops as the C++ core does (schema name and _overloadname), passes a queued "
         "op's kwarg-only arguments by name, and finds a runtime scalar's argument position, "
-        "type and default",
+        "type and default; the op-support rule reads an op's returns (no tensor: an assert or "
+        "a predicate)",
         _all(_op_overloads_carry_their_schema,
              exists("torch._C.FunctionSchema", members=("is_mutable", "returns", "name")),
              _op_overloads_name_their_overload),
@@ -1957,6 +1983,33 @@ ENTRIES: tuple[Internal, ...] = (
                 "transformers.cli.serving.utils.BaseHandler._validate_request",
                 "transformers.cli.serving.utils.GenerateManager.generate_streaming",
                 "transformers.cli.serving.utils.CBGenerateManager.generate_streaming")),
+    # ---- the op-support table (torchneuron/ops/op_support.py)
+    Internal(
+        "torch._C._dispatch_get_all_op_names", "relied on", (_OP_SUPPORT,),
+        "the op-support table enumerates every operator the dispatcher has; OpOverloadPackets "
+        "also list TorchScript builtins that are no dispatcher ops",
+        _dispatcher_lists_its_ops),
+    Internal(
+        "torch._C._dispatch_has_kernel_for_dispatch_key", "relied on", (_OP_SUPPORT,),
+        "the op-support table asks which dispatch keys have a kernel for an op (CPU: the boxed "
+        "fallback runs it; CompositeImplicitAutograd: it decomposes; QuantizedCPU, SparseCPU)",
+        _dispatcher_answers_kernel_questions),
+    Internal(
+        "torch._decomp.core_aten_decompositions", "relied on", (_OP_SUPPORT,),
+        "the op-support rule counts an op native when PyTorch decomposes it into the core ATen "
+        "opset",
+        _all(exists("torch._decomp.core_aten_decompositions", params=()),
+             _core_decompositions_are_op_overloads)),
+    Internal(
+        "torch._C._VariableFunctions", "relied on", (_OP_SUPPORT,),
+        "the op-support table names the Python namespace of an ATen op by the binding module "
+        "that has it (torch._C._nn is torch.nn.functional's, _linalg torch.linalg's, ...)",
+        _all(*(exists(f"torch._C.{m}", members=(name,)) for m, name in (
+            ("_VariableFunctions", "add"), ("_nn", "gelu"), ("_linalg", "linalg_vector_norm"),
+            ("_special", "special_erfcx"), ("_fft", "fft_fft"), ("_sparse", "sparse_sampled_addmm"),
+            ("_nested", "nested_to_padded_tensor")))),
+        covers=("torch._C._nn", "torch._C._linalg", "torch._C._special", "torch._C._fft",
+                "torch._C._sparse", "torch._C._nested", "torch._C.?")),
     Internal(
         "at::get_num_threads (per-thread OpenMP)", "relied on",
         ("torchneuron/kernels/nki/host_threads.py",),
