@@ -104,6 +104,10 @@ torch.utils.generate_methods_for_privateuse1_backend(
 from .ops import autocast as _autocast  # noqa: E402
 from .ops import dtype_policy as _dtype_policy  # noqa: E402
 from .ops import linear_cross_entropy as _linear_cross_entropy  # noqa: E402
+from .ops import op_support as _op_support  # noqa: E402
+
+# The accounting counts the op-support table's host fallbacks (docs/op-support.md).
+_device_module.accounting.set_host_fallback_source(_op_support.host_fallback_ops)
 
 _dtype_policy.apply("warn")  # the default; the configuration's policy when it is read:
 _device_state.on_configure(lambda config: _dtype_policy.apply(config.float64_policy))

@@ -25,7 +25,7 @@ import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -85,9 +85,16 @@ def _remove_mark_dynamic_counter() -> None:
     _original_mark_dynamic = None
 
 
-def _host_fallback_ops() -> list[tuple[str, str]]:
-    """Ops the op-support table classifies as host fallbacks whatever their dtype."""
-    return []
+# Where the ops a Trainium runtime runs on the host whatever their dtype come from: the
+# op-support table (ops/op_support.py, a sibling layer), handed over at registration.
+_host_fallback_source: Callable[[], Iterable[tuple[str, str]]] = tuple
+
+
+def set_host_fallback_source(source: Callable[[], Iterable[tuple[str, str]]]) -> None:
+    """`source()` gives (op, reason) pairs: "aten::cumprod" for every overload, or one overload
+    "aten::cumprod.out"; it is asked when the accounting starts (cache it)."""
+    global _host_fallback_source
+    _host_fallback_source = source
 
 
 def start() -> None:
@@ -98,7 +105,7 @@ def start() -> None:
         if _users > 1:
             return
     _C._accounting_set_internal_dirs(_internal_dirs())
-    _C._accounting_set_host_fallback_ops(_host_fallback_ops())
+    _C._accounting_set_host_fallback_ops(list(_host_fallback_source()))
     _install_mark_dynamic_counter()
     _C._accounting_set_enabled(True)
 

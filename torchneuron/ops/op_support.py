@@ -27,7 +27,9 @@ variant ("aten::add_"), a foreach form ("aten::_foreach_add_") or a backend hook
    that only reads the device (torch.Tag.data_dependent_output: `.item()`, `equal`; a host sync,
    not a fallback), a decomposition (CompositeImplicitAutograd, or torch._decomp's core-ATen
    table), no arithmetic at all (as in 4), or no tensor result and none written (asserts,
-   predicates).
+   predicates), or a random op (torch.Tag.nondeterministic_seeded: the device has its own
+   generator); torch._decomp's table counts with its prims decompositions, which a compiler
+   lowers.
 8. anything else (no core-ATen lowering and no decomposition into one): host fallback."""
 
 from __future__ import annotations
@@ -54,9 +56,10 @@ RULE = (
     "(`torch.Tag.dynamic_output_shape`) is a host fallback; an op is native when it is in "
     "PyTorch's core ATen opset (`torch.Tag.core`), only reads a value back "
     "(`torch.Tag.data_dependent_output`, a host sync), decomposes (CompositeImplicitAutograd or "
-    "the core-ATen decomposition table), does no arithmetic, or returns and writes no tensor "
-    "(asserts, predicates); anything else, with no core-ATen lowering and no decomposition, is "
-    "a host fallback")
+    "PyTorch's decomposition tables, into core ATen or prims), does no arithmetic, returns and "
+    "writes no tensor (asserts, predicates), or draws random numbers "
+    "(`torch.Tag.nondeterministic_seeded`: the device has its own generator); anything else, "
+    "with no core-ATen lowering and no decomposition, is a host fallback")
 
 HOST_DTYPES = (torch.float64, torch.complex128)
 SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr,
@@ -109,6 +112,8 @@ class _Facts:
     core: bool
     composite: bool
     decomposes: bool
+    random: bool  # draws random numbers (torch.Tag.nondeterministic_seeded)
+    decomposes_to_prims: bool  # in torch._decomp's whole registry (core ATen or prims)
     kernels: tuple[str, ...]  # the dispatch keys with a kernel, for the unsupported's reason
 
 
@@ -204,6 +209,12 @@ def _classify(packet: str, dtype: torch.dtype | None, layout: torch.layout) -> O
         return OpSupport(NATIVE, "rule", "no arithmetic (view, data movement or memory)")
     if f.no_tensor:
         return OpSupport(NATIVE, "rule", "no tensor result (an assert, predicate or metadata)")
+    if f.random:
+        return OpSupport(NATIVE, "rule", "draws random numbers on the device's own generator "
+                         "(torch.Tag.nondeterministic_seeded)")
+    if f.decomposes_to_prims:
+        return OpSupport(NATIVE, "rule", "decomposes into core ATen and prims, which a "
+                         "compiler lowers (torch._decomp's registry)")
     return OpSupport(HOST_FALLBACK, "rule", "no core-ATen lowering and no decomposition")
 
 
@@ -310,6 +321,16 @@ def _core_decompositions() -> frozenset[str]:
     return frozenset(op.name() for op in core_aten_decompositions() if hasattr(op, "overloadpacket"))
 
 
+@functools.lru_cache(maxsize=1)
+def _decompositions() -> frozenset[str]:
+    """Every op PyTorch's decomposition registry decomposes (into core ATen or prims, which a
+    compiler lowers: Inductor does), beyond the core-ATen table."""
+    # internal: see runtime/torch_internals.py "torch._decomp.decomposition_table"
+    from torch._decomp import decomposition_table
+
+    return frozenset(op.name() for op in decomposition_table if hasattr(op, "overloadpacket"))
+
+
 @functools.lru_cache(maxsize=None)
 def _facts(packet: str) -> _Facts:
     overloads = _overloads(packet)
@@ -344,6 +365,21 @@ def _facts(packet: str) -> _Facts:
         core=torch.Tag.core in tags,
         composite=any(_has_kernel(o, "CompositeImplicitAutograd") for o in overloads),
         decomposes=any(o.name() in _core_decompositions() for o in overloads),
+        decomposes_to_prims=any(o.name() in _decompositions() for o in overloads),
+        random=torch.Tag.nondeterministic_seeded in tags,
         kernels=tuple(sorted(keys)),
     )
 
+
+@functools.lru_cache(maxsize=None)
+def host_fallback_ops(namespace: str = "aten") -> tuple[tuple[str, str], ...]:
+    """(op, reason) for every op of `namespace` the device runs that the table classes a host
+    fallback whatever its dtype, for the readiness accounting to count at run time (it finds
+    float64 and sparse calls by their operands). Data-dependent output shapes are left out: the
+    accounting counts those calls as host syncs (aten::index only with a boolean mask)."""
+    out = []
+    for packet in device_ops(namespace):
+        answer = classify(packet)
+        if answer.category == HOST_FALLBACK and "data-dependent" not in answer.reason:
+            out.append((packet, answer.reason))
+    return tuple(out)

@@ -2001,6 +2001,11 @@ ENTRIES: tuple[Internal, ...] = (
         _all(exists("torch._decomp.core_aten_decompositions", params=()),
              _core_decompositions_are_op_overloads)),
     Internal(
+        "torch._decomp.decomposition_table", "relied on", (_OP_SUPPORT,),
+        "the op-support rule counts an op native when PyTorch's decomposition registry "
+        "decomposes it (into core ATen or prims, which a compiler lowers)",
+        exists("torch._decomp.decomposition_table", of_type=dict)),
+    Internal(
         "torch._C._VariableFunctions", "relied on", (_OP_SUPPORT,),
         "the op-support table names the Python namespace of an ATen op by the binding module "
         "that has it (torch._C._nn is torch.nn.functional's, _linalg torch.linalg's, ...)",
