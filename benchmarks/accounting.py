@@ -37,36 +37,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the settings and a Markdown table (for docs/performance.md)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     finish = finish_for("neuron")
 
-    cases = {"GPT (demo) training step": (demo_gpt_step, 2)}
     small = small_op_cases("neuron")
     small_cpu = small_op_cases("cpu")
-    print(settings(args.threads))
-    print(f"{'case':<34} {'cpu ms':>9} {'off ms':>9} {'on ms':>9} {'off/cpu':>8} {'on/off':>14}")
+    cases = [("GPT (demo) training step", demo_gpt_step("cpu"), demo_gpt_step("neuron"), 2)]
+    cases += [(name, small_cpu[name][0], fn, number) for name, (fn, number) in small.items()]
+    before = settings(args.threads)
     rows = []
-    for name, (make, number) in cases.items():
-        rows.append((name, make("cpu"), make("neuron"), number))
-    for name, (fn, number) in small.items():
-        rows.append((name, small_cpu[name][0], fn, number))
-    for name, cpu_fn, neuron_fn, number in rows:
+    for name, cpu_fn, neuron_fn, number in cases:
         cpu_fn()
         accounted(neuron_fn, 1, finish)  # first calls: signatures seen, caches warm
         cpu, off, on, ratios = [], [], [], []
         for _ in range(args.rounds):
-            c = seconds_per_call(cpu_fn, number, keep_results=True)
-            o = seconds_per_call(neuron_fn, number, finish=finish, keep_results=True)
-            a = accounted(neuron_fn, number, finish)
-            cpu.append(c)
-            off.append(o)
-            on.append(a)
-            ratios.append(a / o)
-        spread = f"{min(ratios):.3f}-{max(ratios):.3f}"
-        print(f"{name:<34} {min(cpu) * 1e3:9.3f} {min(off) * 1e3:9.3f} {min(on) * 1e3:9.3f} "
-              f"{min(off) / min(cpu):8.2f} {statistics.median(ratios):6.3f} ({spread})")
-    print(settings(args.threads))
+            cpu.append(seconds_per_call(cpu_fn, number, keep_results=True))
+            off.append(seconds_per_call(neuron_fn, number, finish=finish, keep_results=True))
+            on.append(accounted(neuron_fn, number, finish))
+            ratios.append(on[-1] / off[-1])
+        rows.append((name, min(cpu), min(off), min(on), statistics.median(ratios), min(ratios),
+                     max(ratios)))
+    header = ("case", "CPU ms", "off ms", "on ms", "off / CPU", "on / off (median, range)")
+    lines = [(name, f"{c * 1e3:.3f}", f"{o * 1e3:.3f}", f"{a * 1e3:.3f}", f"{o / c:.2f}",
+              f"{m:.3f} ({lo:.3f}-{hi:.3f})") for name, c, o, a, m, lo, hi in rows]
+    line = (f"Before: {before}. After: {settings(args.threads)}. Best of {args.rounds} rounds "
+            "per column; the ratio on/off is taken per round")
+    if args.markdown:
+        print(f"{line}.\n")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in lines:
+            print("| " + " | ".join(row) + " |")
+    else:
+        print(line)
+        for row in (header, *lines):
+            print(f"{row[0]:<34} " + " ".join(f"{x:>12}" for x in row[1:]))
 
 
 if __name__ == "__main__":
