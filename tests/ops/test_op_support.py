@@ -35,6 +35,8 @@ NATIVE, HOST, UNSUPPORTED = support.NATIVE, support.HOST_FALLBACK, support.UNSUP
     ("aten::fmax", torch.float32, torch.strided, NATIVE, "rule", "core ATen and prims"),
     ("aten::normal", torch.float32, torch.strided, NATIVE, "rule", "own generator"),
     ("aten::uniform_", torch.float32, torch.strided, NATIVE, "rule", "in-place variant"),
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", torch.float32,
+     torch.strided, NATIVE, "rule", "backward of aten::_scaled_dot_product_flash_attention_for_cpu"),
     ("aten::convolution_overrideable", torch.float32, torch.strided, NATIVE, "rule",
      "backend hook of aten::convolution"),
     ("aten::_foreach_mul_.List", torch.float32, torch.strided, NATIVE, "rule",

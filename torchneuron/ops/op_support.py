@@ -7,8 +7,9 @@ the first call for an (op, dtype, layout) works it out, every later call is a ca
 `torchneuron op-support` writes the whole table into docs/op-support.md (op_support_page.py).
 
 The rule, first match deciding (`RULE` says the same in words, for the page). An in-place
-variant ("aten::add_"), a foreach form ("aten::_foreach_add_") or a backend hook
-("aten::convolution_overrideable") takes the class of the op it applies, by the rule.
+variant ("aten::add_"), a foreach form ("aten::_foreach_add_"), a backend hook
+("aten::convolution_overrideable") or a backward ("aten::upsample_nearest2d_backward") takes the
+class of the op it applies, by the rule.
 1. no kernel the neuron device can run (CUDA-, MPS-, cuDNN-, MKLDNN- or nested-only): out of the
    table; `classify` answers unsupported.
 2. quantized: an op with only a quantized kernel, or one that makes quantized tensors:
@@ -172,8 +173,8 @@ def _classify(packet: str, dtype: torch.dtype | None, layout: torch.layout) -> O
     base = _base_op(packet)
     if base and aws.listed(packet) is None and not f.moves_bits and f.runs \
             and not f.sparse_only and not f.quantized:
-        # An in-place variant, a foreach op or a backend hook computes what its base op
-        # computes; the rule decides (AWS named the base op, not this one).
+        # An in-place variant, a foreach op, a backend hook or a backward computes what its
+        # base op computes (or its gradient); the rule decides (AWS named the base op).
         of = _classify(base, dtype, layout)
         return OpSupport(of.category, "rule",
                          f"{_variant(packet)} of {base} ({of.source}: {of.reason})")
@@ -220,11 +221,15 @@ def _classify(packet: str, dtype: torch.dtype | None, layout: torch.layout) -> O
 
 def _base_op(packet: str) -> str | None:
     """The op an in-place variant ("aten::add_" -> "aten::add"), a foreach op
-    ("aten::_foreach_mul_" -> "aten::mul") or a backend hook ("aten::convolution_overrideable",
-    which aten::convolution calls on neuron) applies, where that op exists; else None."""
+    ("aten::_foreach_mul_" -> "aten::mul"), a backend hook ("aten::convolution_overrideable",
+    which aten::convolution calls on neuron) or a backward ("aten::upsample_nearest2d_backward":
+    the gradient kernel of an op a runtime runs natively) applies, where that op exists; else
+    None."""
     namespace, name = packet.split("::", 1)
     if name.endswith("_overrideable"):
         name = name.removesuffix("_overrideable")
+    elif name.endswith("_backward"):
+        name = name.removesuffix("_backward")
     elif name.startswith("_foreach_"):
         name = name.removeprefix("_foreach_")
     elif not (name.endswith("_") and not name.endswith("__")):
@@ -238,6 +243,8 @@ def _base_op(packet: str) -> str | None:
 def _variant(packet: str) -> str:
     if packet.endswith("_overrideable"):
         return "backend hook"
+    if packet.endswith("_backward"):
+        return "backward"
     return "foreach form" if "::_foreach_" in packet else "in-place variant"
 
 

@@ -50,8 +50,9 @@ def render() -> str:
         "this table; no row comes from it.",
         *_absent_aws_ops(ops),
         f"- **rule**, for every op AWS does not list (first match decides): {support.RULE}.",
-        "  In-place variants, foreach forms and backend hooks (`convolution_overrideable`) take "
-        "the class of the op they apply, and the row names it.",
+        "  In-place variants, foreach forms, backend hooks (`convolution_overrideable`) and "
+        "backwards (`upsample_nearest2d_backward`) take the class of the op they apply, and the "
+        "row names it.",
         "",
         "The column *on the host for* lists what runs on the host: for a native op, `float64` "
         "and `complex128` arithmetic (Trainium has neither) and sparse layouts; for a host "
