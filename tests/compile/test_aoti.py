@@ -79,6 +79,27 @@ def test_a_program_mixing_devices_is_refused():
         torch._inductor.aoti_compile_and_package(program)
 
 
+NO_HOST_ACCESS = (
+    "import sys, torch, torchneuron\n"
+    "x = torch.randn(3, 8, device='neuron')\n"
+    "program = torch.export.export(torch.nn.Linear(8, 4).to('neuron'), (x,))\n"
+    "torchneuron._C._override_host_addressable_for_testing(False)\n"
+    "try:\n"
+    "    if sys.argv[1] == 'compile':\n"
+    "        torch._inductor.aoti_compile_and_package(program)\n"
+    "    else:\n"
+    "        torch._inductor.aoti_load_package(sys.argv[1])\n"
+    "except RuntimeError as e:\n"
+    "    print('ERROR:', e)\n")
+
+
+def test_a_runtime_without_host_memory_refuses_to_compile_a_package(python):
+    out = python(NO_HOST_ACCESS, args=("compile",), timeout=300)
+    assert "ERROR: neuron: an AOTInductor package of a neuron program (CPU code on neuron " \
+           "memory) needs device memory that the CPU can address in place" in out.stdout, \
+        out.stdout + out.stderr[-3000:]
+
+
 def test_a_cpu_program_is_left_to_pytorch():
     assert aoti.program_device(torch.export.export(mlp(), (mlp_input(3),))) is None
 
@@ -158,6 +179,15 @@ def test_a_neuron_package_refuses_cpu_inputs(mlp_package):
         model(mlp_input(3))
 
 
+@pytest.mark.slow
+def test_a_runtime_without_host_memory_refuses_to_load_a_package(mlp_package, python):
+    _, path = mlp_package
+    out = python(NO_HOST_ACCESS, args=(str(path / "package.pt2"),), timeout=300)
+    assert "ERROR: neuron: running an AOTInductor package on neuron (CPU code on neuron " \
+           "memory) needs device memory that the CPU can address in place" in out.stdout, \
+        out.stdout + out.stderr[-3000:]
+
+
 ORDERED_CALL = (
     "import sys, time, torch, torchneuron\n"
     "from torchneuron import _C\n"
@@ -165,7 +195,12 @@ ORDERED_CALL = (
     "model = torch._inductor.aoti_load_package(sys.argv[1] + '/package.pt2')\n"
     "(x,), expected = io[0]\n"
     "xn = x.to('neuron')\n"
-    "torch.neuron.synchronize()\n"
+    # An op's first queued call runs synchronously (its recipe is checked), and an op on an idle
+    # device inline: the two multiplications are first queued unmeasured, twice for the second.
+    "for _ in range(2):\n"
+    "    torch.neuron._sleep(50_000_000)\n"
+    "    model(xn * 0.5 * 2)\n"
+    "    torch.neuron.synchronize()\n"
     "torch.neuron._sleep(300_000_000)\n"  # 0.3 s of device time ahead of what follows
     "start = time.perf_counter()\n"
     "restored = xn * 0.5 * 2\n"  # queued behind the sleep; the package must read it after

@@ -119,6 +119,8 @@ def compile_and_package(original: Callable) -> Callable:
                 program_device(exported_program) is None:
             return original(exported_program, *args, inductor_configs=inductor_configs,
                             **kwargs)
+        _C._require_host_access("an AOTInductor package of a neuron program (CPU code on "
+                                "neuron memory)")
         configs = dict(inductor_configs or {})
         metadata = dict(configs.get("aot_inductor.metadata") or {})
         metadata.update(package_metadata(exported_program))
@@ -140,6 +142,10 @@ class NeuronLoader:
     tensors; everything else is the CPU loader's."""
 
     def __init__(self, loader, metadata: dict[str, str]) -> None:
+        # Refused at the load, not first on the stream's worker, where the error would wait for
+        # the next synchronization.
+        _C._require_host_access("running an AOTInductor package on neuron (CPU code on neuron "
+                                "memory)")
         self._loader = loader
         bound = json.loads(metadata[SYMBOLS_KEY])
         self._symbols = list(bound)
