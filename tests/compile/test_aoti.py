@@ -63,6 +63,18 @@ def test_a_data_dependent_output_size_is_refused_before_compiling():
         torch._inductor.aoti_compile_and_package(program)
 
 
+class _DoubledAndBatch(nn.Module):
+    def forward(self, x):
+        return x * 2, x.shape[0]
+
+
+def test_a_non_tensor_output_is_refused_before_compiling():
+    program = export_on_neuron(_DoubledAndBatch(), (mlp_input(4),), ({0: BATCH},))
+    with pytest.raises(NotImplementedError, match=r"output 1 is SymInt, not a tensor; a neuron "
+                                                  r"package returns tensors only"):
+        torch._inductor.aoti_compile_and_package(program)
+
+
 class _Doubled(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -177,6 +189,10 @@ def test_a_neuron_package_refuses_cpu_inputs(mlp_package):
     model = torch._inductor.aoti_load_package(str(path / "package.pt2"))
     with pytest.raises(RuntimeError, match=r"compiled for neuron, but input 0 is on cpu"):
         model(mlp_input(3))
+    # The device check comes before the package's own: two inputs on two neuron devices.
+    with pytest.raises(RuntimeError, match=r"its inputs are on several neuron devices "
+                                           r"\(neuron:0, neuron:1\); put them on one"):
+        model.loader.boxed_run([mlp_input(3).to("neuron:0"), mlp_input(3).to("neuron:1")])
 
 
 @pytest.mark.slow
