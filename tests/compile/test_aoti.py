@@ -112,6 +112,14 @@ def test_a_runtime_without_host_memory_refuses_to_compile_a_package(python):
         out.stdout + out.stderr[-3000:]
 
 
+def test_aot_compile_without_packaging_points_to_the_package():
+    program = export_on_neuron(mlp(), (mlp_input(3),))
+    with pytest.raises(Exception, match=r"does not support cpp_wrapper=True .* For a program "
+                                        r"exported on neuron, torch._inductor."
+                                        r"aoti_compile_and_package works"):
+        torch._inductor.aot_compile(program.module(), (mlp_input(3).to("neuron"),))
+
+
 def test_a_cpu_program_is_left_to_pytorch():
     assert aoti.program_device(torch.export.export(mlp(), (mlp_input(3),))) is None
 
