@@ -144,3 +144,6 @@ run_backward_on_calling_thread()
 from . import ecosystem as _ecosystem  # noqa: E402
 
 _ecosystem.install()
+# AOTInductor packages of programs exported on neuron (torchneuron/compile/aoti.py), patched into
+# PyTorch when it imports the two modules involved, never by importing them here.
+_compile.install_aoti_hooks(_ecosystem.when_imported)

@@ -10,6 +10,8 @@ neuron device (inductor.py), so a bare `torch.compile(model)` on neuron tensors 
   neuron takes the same path.
 - `device_interface.py`: the Dynamo/Inductor device interface, forwarding to `torch.neuron`.
 - `onednn_gemm.py`: matmuls in compiled neuron graphs run on oneDNN's GEMM.
+- `aoti.py`: AOTInductor packages (`aoti_compile_and_package`, `aoti_load_package`) of programs
+  exported on neuron: compiled by the CPU C++ wrapper, run on neuron tensors as one stream item.
 - `conv_layout.py`: the memory format a traced neuron convolution is predicted to answer in (the
   CPU's).
 
@@ -58,3 +60,22 @@ def install_fake_tensor_rules() -> None:
     from . import conv_layout
 
     conv_layout.install()
+
+
+def install_aoti_hooks(when_imported) -> None:
+    """AOTInductor on neuron (aoti.py), applied by `when_imported(module, hook)` (the ecosystem
+    layer's post-import hook, passed down by torchneuron/__init__.py) once PyTorch imports the
+    module it patches: importing Inductor here would cost every process about 1.5 s."""
+
+    def compile_hook(module) -> None:
+        from . import aoti
+
+        aoti.install_compile(module)
+
+    def load_hook(module) -> None:
+        from . import aoti
+
+        aoti.install_load(module)
+
+    when_imported("torch._inductor", compile_hook)
+    when_imported("torch.export.pt2_archive._package", load_hook)

@@ -39,7 +39,8 @@ ONE_ITEM = "as_one_item"  # torchneuron._C._as_one_item, around the graph's call
 CPP_WRAPPER_UNSUPPORTED = (
     "torch.compile on neuron does not support cpp_wrapper=True (AOTInductor's C++ wrapper has a "
     "runtime header only for built-in devices); compile without it: the generated Python "
-    "wrapper calls the same fused C++ kernels")
+    "wrapper calls the same fused C++ kernels. For a program exported on neuron, "
+    "torch._inductor.aoti_compile_and_package works (docs/compile.md)")
 
 
 # internal: see runtime/torch_internals.py "wrapper.PythonWrapperCodegen"

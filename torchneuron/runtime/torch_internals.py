@@ -826,6 +826,7 @@ _WORK_VIRTUALS = (
 _IND = "torch._inductor"
 _INDUCTOR_CPU_PATHS = "torchneuron/compile/inductor_cpu_paths.py"
 _INDUCTOR_PY = "torchneuron/compile/inductor.py"
+_AOTI_PY = "torchneuron/compile/aoti.py"
 _FUSION_COMPILER = "torchneuron/fusion/compiler.py"
 _ONEDNN = "torchneuron/compile/onednn_gemm.py"
 _COLLECTIVES = "torchneuron/distributed/collectives.py"
@@ -1092,6 +1093,25 @@ ENTRIES: tuple[Internal, ...] = (
         f"{_IND}.codegen.cpp_wrapper_cpu.CppWrapperCpu", "relied on", (_INDUCTOR_PY,),
         "subclassed so that cpp_wrapper=True on neuron raises by name in create()",
         exists(f"{_IND}.codegen.cpp_wrapper_cpu.CppWrapperCpu.create", params=_WRAPPER_CREATE)),
+    Internal(
+        f"{_IND}.aoti_compile_and_package", "patched", (_AOTI_PY,),
+        "wrapped on torch._inductor's import: a program exported on neuron is moved to the CPU "
+        "and compiled by AOTInductor's CPU C++ wrapper, with neuron's entries added to the "
+        "inductor config aot_inductor.metadata, which the package keeps and its loader's "
+        "get_metadata() returns",
+        _all(exists(f"{_IND}.aoti_compile_and_package", params=("exported_program",),
+                    keywords=("package_path", "inductor_configs")),
+             contains(f"{_IND}.codecache", None, "metadata = config.aot_inductor.metadata"),
+             exists(f"{_IND}.config.aot_inductor.metadata", of_type=dict))),
+    Internal(
+        "torch.export.pt2_archive._package.AOTICompiledModel", "patched", (_AOTI_PY,),
+        "__init__ wrapped on the module's import: a model whose package says neuron gets "
+        "neuron's loader; __call__ flattens the inputs and calls self.loader.boxed_run, and "
+        "load_package and load_pt2 both construct one",
+        _all(exists("torch.export.pt2_archive._package.AOTICompiledModel.__init__",
+                    params=("self", "loader")),
+             contains("torch.export.pt2_archive._package", "AOTICompiledModel.__call__",
+                      "self.loader.boxed_run(flat_inputs)"))),
     Internal(
         f"{_IND}.codegen.cpu_device_op_overrides.CpuDeviceOpOverrides", "relied on",
         (_INDUCTOR_PY,),
