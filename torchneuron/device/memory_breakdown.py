@@ -86,12 +86,15 @@ class StepMemory:
         return max(self.phases, key=lambda b: b.needed)
 
 
-def fmt(n: float) -> str:
+def fmt(n: float, width: int = 0) -> str:
+    """`n` bytes in B, KiB, MiB or GiB, two decimals but for B. With a `width`, the number is
+    padded to it and the unit to three letters, so that a column lines up (memory_summary)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            number = f"{n:{width}.{0 if unit == 'B' else 2}f}"
+            return f"{number} {unit:<3}" if width else f"{number} {unit}"
         n /= 1024
-    return str(n)
+    raise AssertionError("unreachable: GiB takes any size")
 
 
 def find_blocks(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
