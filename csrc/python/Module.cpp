@@ -261,11 +261,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_oom_hook", [](py::object fn) {
     if (g_oom_hook == nullptr) g_oom_hook = new py::object();  // lives as long as _C
     *g_oom_hook = std::move(fn);
-    tn::profiler::set_oom_hook([](int device) -> std::string {
+    tn::profiler::set_oom_hook([](int device, std::size_t size, std::size_t usable) {
       py::gil_scoped_acquire gil;
-      if (g_oom_hook->is_none()) return "";
+      if (g_oom_hook->is_none()) return std::string();
       try {
-        return (*g_oom_hook)(device).cast<std::string>();
+        return (*g_oom_hook)(device, size, usable).cast<std::string>();
       } catch (py::error_already_set& e) {
         return std::string(" (writing the out-of-memory snapshot failed: ") + e.what() + ")";
       }

@@ -8,8 +8,8 @@ allocator adds on top (its cache and its rounding). Two sources:
   tensors and on a full-size step built under FakeTensorMode (no memory used), so a model that
   does not fit can still be measured.
 - `live_breakdown(device)` classifies the tensors alive now (parameters, their .grad, optimizer
-  state, the rest) without running anything: what the out-of-memory message uses, since it runs
-  inside the allocator and must not allocate.
+  state, the rest) without running anything: what the out-of-memory message uses, since the
+  device has no room left to run anything.
 """
 
 from __future__ import annotations
@@ -235,7 +235,7 @@ def _optimizer_tensors() -> set[int]:
     return found
 
 
-def live_breakdown(device: _device_t = None, from_allocator: bool = True) -> Breakdown:
+def live_breakdown(device: _device_t = None) -> Breakdown:
     """The neuron tensors alive now, by category: parameters, their gradients, optimizer state
     (any torch.optim.Optimizer's), and the rest as activations (autograd keeps them, or the
     program does); cache and rounding from the allocator's blocks. Allocates nothing."""
@@ -263,13 +263,6 @@ def live_breakdown(device: _device_t = None, from_allocator: bool = True) -> Bre
     for t in tensors:
         if t.untyped_storage().data_ptr() in optim:
             add(t, "optimizer_state")
-    if not from_allocator:
-        # Inside the allocator (its out-of-memory path): only the lock-free count of the
-        # device's memory in use (its cache was emptied before raising) is read.
-        free, total = _C._mem_get_info(index)
-        if free < _C._backing_memory_available():  # else host memory limits it: in use unknown
-            parts["activations"] = max(total - free - sum(parts.values()), 0)
-        return Breakdown(parts, "at the failed allocation")
     blocks = [b for b in _C._memory_snapshot() if b["device"] == index]
     live = [b for b in blocks if b["allocated"]]
     # What the allocator holds that no Python object reaches: tensors autograd saved for
