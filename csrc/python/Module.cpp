@@ -43,8 +43,14 @@ namespace {
 namespace tn = torchneuron;
 
 py::list memory_snapshot() {
+  std::vector<tn::SegmentRecord> segments;
+  {
+    // Waiting for the allocator's lock without the GIL (see _set_memory_fraction below).
+    py::gil_scoped_release no_gil;
+    segments = tn::neuron_allocator().snapshot();
+  }
   py::list out;
-  for (const auto& s : tn::neuron_allocator().snapshot()) {
+  for (const auto& s : segments) {
     py::dict d;
     d["device"] = s.device;
     d["address"] = s.address;
@@ -196,9 +202,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [](int d) {
     return tn::neuron_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d));
   });
-  // Without the GIL: the allocator's out-of-memory path holds its lock while it calls the
-  // Python hook (the memory advisor), which needs the GIL; a thread holding the GIL while it
-  // waits for that lock would deadlock with it.
+  // Every binding that takes the allocator's lock waits for it without the GIL, so that other
+  // Python threads run meanwhile (the allocator holds it while it empties its cache, which
+  // waits for queued work).
   m.def("_set_memory_fraction", [](double fraction, int d) {
     tn::neuron_allocator().set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(d));
   }, py::call_guard<py::gil_scoped_release>());
@@ -217,12 +223,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cpu_alias", &tn::cpu_alias_keeping_storage);
   // torch.multiprocessing's reduction of neuron storages (torchneuron/device/ipc.py): `t` is a
   // tensor over the whole storage.
-  m.def("_share_storage", [](const at::Tensor& t) { return tn::share_storage(t.storage()); });
+  // These take the allocator's lock (its statistics count shared blocks): without the GIL.
+  m.def("_share_storage", [](const at::Tensor& t) { return tn::share_storage(t.storage()); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("_is_shared_storage", [](const at::Tensor& t) { return tn::is_shared_storage(t.storage()); });
-  m.def("_ipc_collect", &tn::collect_released);
+  m.def("_ipc_collect", &tn::collect_released, py::call_guard<py::gil_scoped_release>());
   m.def("_open_shared_storage", [](int fd, std::size_t nbytes, int device) {
     return tn::open_shared_storage(fd, nbytes, static_cast<c10::DeviceIndex>(device));
-  });
+  }, py::call_guard<py::gil_scoped_release>());
   m.def("_host_addressable", &tn::host_addressable);
   m.def("_require_host_access", [](const std::string& what) { tn::require_host_access(what.c_str()); });
   m.def("_override_host_addressable_for_testing", &tn::override_host_addressable_for_testing);
