@@ -88,8 +88,6 @@ def estimated_and_measured_peak():
     return estimate, torch.neuron.max_memory_allocated(), [v.item() for v in losses]
 
 
-# Slow: starting the two ranks and their run took 59 s, the whole test 117 s (2 loaded cores).
-@pytest.mark.slow
 def test_the_fsdp2_estimate_matches_a_sharded_run(world):
     state, x = inputs()
     model = build("cpu")
