@@ -181,8 +181,32 @@ void release_cache_locked(c10::DeviceIndex device) {
   }
 }
 
-[[noreturn]] void raise_oom(
-    c10::DeviceIndex device, std::size_t size, const std::string& reason) {
+// Counts (allocated=true) or uncounts one allocation of `size` bytes, `requested` of them asked
+// for, in the device's statistics. Caller holds g_mutex.
+void count_allocation_locked(DeviceStats& s, std::size_t size, std::size_t requested,
+                             bool allocated) {
+  auto change = [allocated](c10::CachingAllocator::Stat& stat, std::size_t amount) {
+    allocated ? stat.increase(amount) : stat.decrease(amount);
+  };
+  for_pools(size, [&](std::size_t i) {
+    change(s.allocation[i], 1);
+    change(s.allocated_bytes[i], size);
+    change(s.active[i], 1);
+    change(s.active_bytes[i], size);
+    change(s.requested_bytes[i], requested);
+  });
+}
+
+// An allocation that failed: the CUDA-like message, and what the out-of-memory hook is told.
+struct OutOfMemory {
+  std::string message;
+  std::size_t usable;  // the bytes the allocator may use on the device
+};
+
+// Counts and records an out-of-memory and writes its message. Caller holds g_mutex; the hook's
+// tail is added by the caller after the lock is released (see allocate_on).
+OutOfMemory out_of_memory(c10::DeviceIndex device, std::size_t size, std::size_t usable,
+                          const std::string& reason) {
   DeviceCache& dc = g_devices[device];
   const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
   const std::size_t capacity = rt::hbm_capacity(device);
@@ -197,13 +221,15 @@ void release_cache_locked(c10::DeviceIndex device) {
       << format_bytes(capacity - in_use) << " is free. " << reason
       << "Of the allocated memory " << format_bytes(allocated)
       << " is allocated by PyTorch, and " << format_bytes(reserved - allocated)
-      << " is reserved by PyTorch but unallocated." << profiler::on_oom(device);
-  TORCH_CHECK_WITH(OutOfMemoryError, false, msg.str());
+      << " is reserved by PyTorch but unallocated.";
+  return {msg.str(), usable};
 }
 
 // Takes a block of `size` bytes for `device`: a cached one if there is one, else fresh device
-// memory, emptying the cache once before giving up. Caller holds g_mutex.
-void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
+// memory, emptying the cache once before giving up; nullptr, with `oom` set, when there is
+// none. Caller holds g_mutex.
+void* take_block_locked(c10::DeviceIndex device, std::size_t size,
+                        std::optional<OutOfMemory>& oom) {
   DeviceCache& dc = g_devices[device];
   auto it = dc.free_blocks.find(size);
   if (it != dc.free_blocks.end()) {
@@ -218,8 +244,10 @@ void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
     }
   }
   const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
+  const std::size_t limit = dc.fraction < 1.0
+      ? static_cast<std::size_t>(dc.fraction * rt::hbm_capacity(device))
+      : rt::hbm_capacity(device);
   if (dc.fraction < 1.0) {
-    const auto limit = static_cast<std::size_t>(dc.fraction * rt::hbm_capacity(device));
     if (dc.stats.reserved_bytes[agg].current + size > limit && dc.cached_count > 0) {
       dc.stats.num_alloc_retries++;
       release_cache_locked(device);
@@ -228,7 +256,8 @@ void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
       std::ostringstream reason;
       reason << "This process is limited to " << format_bytes(limit)
              << " by set_per_process_memory_fraction(" << dc.fraction << "). ";
-      raise_oom(device, size, reason.str());
+      oom = out_of_memory(device, size, limit, reason.str());
+      return nullptr;
     }
   }
   rt::MallocFailure why;
@@ -248,7 +277,8 @@ void* take_block_locked(c10::DeviceIndex device, std::size_t size) {
              << "), less than the configured HBM capacity allows; lower NEURON_HBM_BYTES or "
                 "free host memory. ";
     }
-    raise_oom(device, size, reason.str());
+    oom = out_of_memory(device, size, limit, reason.str());
+    return nullptr;
   }
   for_pools(size, [&](std::size_t i) {
     dc.stats.reserved_bytes[i].increase(size);
@@ -293,23 +323,27 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
   std::size_t allocated_total, reserved_total;
   auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
   const c10::StreamId stream = launch::current_stream(device).id();
+  std::optional<OutOfMemory> oom;
   {
-    // A lock guard, so that an OOM (or any other throw) leaves the allocator unlocked.
+    // A lock guard, so that any throw leaves the allocator unlocked.
     std::lock_guard<std::mutex> lock(g_mutex);
-    p = take_block_locked(device, size);
-    DeviceCache& dc = g_devices[device];
-    insert_live_locked(p, LiveBlock{device, size, nbytes, stream, {}});
-    for_pools(size, [&](std::size_t i) {
-      dc.stats.allocation[i].increase(1);
-      dc.stats.allocated_bytes[i].increase(size);
-      dc.stats.active[i].increase(1);
-      dc.stats.active_bytes[i].increase(size);
-      dc.stats.requested_bytes[i].increase(nbytes);
-    });
-    allocated_total = dc.stats.allocated_bytes[0].current;
-    reserved_total = dc.stats.reserved_bytes[0].current;
-    profiler::memory_event(profiler::MemoryAction::kAlloc, device, p, size, nbytes,
-                           std::move(frames));
+    p = take_block_locked(device, size, oom);
+    if (p != nullptr) {
+      DeviceCache& dc = g_devices[device];
+      insert_live_locked(p, LiveBlock{device, size, nbytes, stream, {}});
+      count_allocation_locked(dc.stats, size, nbytes, /*allocated=*/true);
+      allocated_total = dc.stats.allocated_bytes[0].current;
+      reserved_total = dc.stats.reserved_bytes[0].current;
+      profiler::memory_event(profiler::MemoryAction::kAlloc, device, p, size, nbytes,
+                             std::move(frames));
+    }
+  }
+  if (oom) {
+    // The hook's tail is written without the lock: the hook runs Python (the memory advisor)
+    // and takes the GIL, and a thread holding the GIL may be waiting for this lock (any tensor
+    // freed from Python is), which would deadlock with it.
+    TORCH_CHECK_WITH(OutOfMemoryError, false,
+                     oom->message + profiler::on_oom(device, size, oom->usable));
   }
   const c10::Device neuron_device(c10::DeviceType::PrivateUse1, device);
   if (c10::memoryProfilingEnabled()) {
@@ -343,13 +377,7 @@ void NeuronCachingAllocator::free_block(void* ptr) {
     const rt::StreamClock* ordered = it->second.ordered;
     erase_live_locked(it);
     DeviceCache& dc = g_devices[device];
-    for_pools(size, [&](std::size_t i) {
-      dc.stats.allocation[i].decrease(1);
-      dc.stats.allocated_bytes[i].decrease(size);
-      dc.stats.active[i].decrease(1);
-      dc.stats.active_bytes[i].decrease(size);
-      dc.stats.requested_bytes[i].decrease(requested);
-    });
+    count_allocation_locked(dc.stats, size, requested, /*allocated=*/false);
     dc.free_blocks[size].push_back(FreeBlock{
         ptr, ordered, ordered ? ordered->queued.load(std::memory_order_acquire) : 0});
     profiler::memory_event(profiler::MemoryAction::kFree, device, ptr, size, requested,

@@ -14,7 +14,7 @@ namespace {
 std::mutex g_mutex;
 std::deque<MemoryEvent> g_events;
 std::size_t g_max_entries = 0;
-std::function<std::string(int)> g_oom_hook;
+OomHook g_oom_hook;
 
 int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -68,18 +68,18 @@ std::vector<MemoryEvent> memory_history() {
   return {g_events.begin(), g_events.end()};
 }
 
-void set_oom_hook(std::function<std::string(int device)> hook) {
+void set_oom_hook(OomHook hook) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_oom_hook = std::move(hook);
 }
 
-std::string on_oom(int device) {
-  std::function<std::string(int)> hook;
+std::string on_oom(int device, std::size_t size, std::size_t usable) {
+  OomHook hook;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     hook = g_oom_hook;
   }
-  return hook ? hook(device) : std::string();
+  return hook ? hook(device, size, usable) : std::string();
 }
 
 }  // namespace torchneuron::profiler

@@ -55,9 +55,12 @@ std::shared_ptr<torch::CapturedTraceback> gather_memory_frames();
 void set_memory_history(bool enabled, std::size_t max_entries, bool stacks = false);
 std::vector<MemoryEvent> memory_history();
 
-// Called with the device on an out-of-memory (allocator lock held: the hook must not allocate
-// on neuron or ask the allocator); returns text to append to the error, or "".
-void set_oom_hook(std::function<std::string(int device)> hook);
-std::string on_oom(int device);
+// Called on an out-of-memory with the device, the size of the request that failed and the
+// bytes the allocator may use there (HBM times the per-process fraction), after the allocator
+// released its lock (the hook may read its statistics); returns text to append to the error,
+// or "".
+using OomHook = std::function<std::string(int device, std::size_t size, std::size_t usable)>;
+void set_oom_hook(OomHook hook);
+std::string on_oom(int device, std::size_t size, std::size_t usable);
 
 }  // namespace torchneuron::profiler

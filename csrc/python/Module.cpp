@@ -45,8 +45,14 @@ namespace {
 namespace tn = torchneuron;
 
 py::list memory_snapshot() {
+  std::vector<tn::SegmentRecord> segments;
+  {
+    // Waiting for the allocator's lock without the GIL (see _set_memory_fraction below).
+    py::gil_scoped_release no_gil;
+    segments = tn::neuron_allocator().snapshot();
+  }
   py::list out;
-  for (const auto& s : tn::neuron_allocator().snapshot()) {
+  for (const auto& s : segments) {
     py::dict d;
     d["device"] = s.device;
     d["address"] = s.address;
@@ -198,9 +204,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [](int d) {
     return tn::neuron_allocator().getMemoryInfo(static_cast<c10::DeviceIndex>(d));
   });
-  // Without the GIL: the allocator's out-of-memory path holds its lock while it calls the
-  // Python hook (the memory advisor), which needs the GIL; a thread holding the GIL while it
-  // waits for that lock would deadlock with it.
+  // Every binding that takes the allocator's lock waits for it without the GIL, so that other
+  // Python threads run meanwhile (the allocator holds it while it empties its cache, which
+  // waits for queued work).
   m.def("_set_memory_fraction", [](double fraction, int d) {
     tn::neuron_allocator().set_memory_fraction(fraction, static_cast<c10::DeviceIndex>(d));
   }, py::call_guard<py::gil_scoped_release>());
@@ -234,12 +240,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_cpu_alias", &tn::cpu_alias_keeping_storage);
   // torch.multiprocessing's reduction of neuron storages (torchneuron/device/ipc.py): `t` is a
   // tensor over the whole storage.
-  m.def("_share_storage", [](const at::Tensor& t) { return tn::share_storage(t.storage()); });
+  // These take the allocator's lock (its statistics count shared blocks): without the GIL.
+  m.def("_share_storage", [](const at::Tensor& t) { return tn::share_storage(t.storage()); },
+        py::call_guard<py::gil_scoped_release>());
   m.def("_is_shared_storage", [](const at::Tensor& t) { return tn::is_shared_storage(t.storage()); });
-  m.def("_ipc_collect", &tn::collect_released);
+  m.def("_ipc_collect", &tn::collect_released, py::call_guard<py::gil_scoped_release>());
   m.def("_open_shared_storage", [](int fd, std::size_t nbytes, int device) {
     return tn::open_shared_storage(fd, nbytes, static_cast<c10::DeviceIndex>(device));
-  });
+  }, py::call_guard<py::gil_scoped_release>());
   m.def("_host_addressable", &tn::host_addressable);
   m.def("_require_host_access", [](const std::string& what) { tn::require_host_access(what.c_str()); });
   m.def("_override_host_addressable_for_testing", &tn::override_host_addressable_for_testing);
@@ -278,11 +286,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_oom_hook", [](py::object fn) {
     if (g_oom_hook == nullptr) g_oom_hook = new py::object();  // lives as long as _C
     *g_oom_hook = std::move(fn);
-    tn::profiler::set_oom_hook([](int device) -> std::string {
+    tn::profiler::set_oom_hook([](int device, std::size_t size, std::size_t usable) {
       py::gil_scoped_acquire gil;
-      if (g_oom_hook->is_none()) return "";
+      if (g_oom_hook->is_none()) return std::string();
       try {
-        return (*g_oom_hook)(device).cast<std::string>();
+        return (*g_oom_hook)(device, size, usable).cast<std::string>();
       } catch (py::error_already_set& e) {
         return std::string(" (writing the out-of-memory snapshot failed: ") + e.what() + ")";
       }

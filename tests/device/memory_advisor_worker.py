@@ -118,6 +118,14 @@ def main(case):
             out = {"fits": True}
         except torch.OutOfMemoryError as e:
             out = {"fits": False, "error": str(e)}
+    elif case == "verdict":  # a request that fails, and would fit at half the batch
+        held = torch.empty(60 << 20, dtype=torch.uint8, device="neuron")  # noqa: F841
+        in_use = torch.neuron.memory_allocated()
+        try:
+            torch.empty(40 << 20, dtype=torch.uint8, device="neuron")
+            out = {"fits": True}
+        except torch.OutOfMemoryError as e:
+            out = {"fits": False, "error": str(e), "in_use": in_use}
     elif case in ("base", "bf16"):
         explained = explain(B)
         if case == "base":

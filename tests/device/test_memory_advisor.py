@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +18,12 @@ import torch
 
 import torchneuron  # noqa: F401
 from torchneuron.device import _oom_message
-from torchneuron.device.memory_breakdown import measure_step
+from torchneuron.device.memory_breakdown import fmt, measure_step
 
 WORKER = Path(__file__).with_name("memory_advisor_worker.py")
 
 
-CASES = ("inline", "base", "bf16", "checkpointing", "batch", "fraction_limited", "fraction")
+CASES = ("inline", "verdict", "base", "bf16", "checkpointing", "batch", "fraction_limited", "fraction")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +65,23 @@ def test_an_out_of_memory_message_ends_with_the_advice(advised):
     for part in ("parameters", "gradients", "optimizer state", "bf16 autocast", "FSDP2",
                  "half the batch", "no expandable_segments"):
         assert part in message, message
+
+
+def test_an_out_of_memory_message_says_which_change_makes_the_request_fit(advised):
+    """60 MiB held (activations, to the advisor) and 40 MiB more asked of a 96 MiB device: with
+    the request the peak is 100 MiB; at half the batch it would be 50 MiB, which fits, while
+    FSDP2 (there are no parameters to shard) changes nothing."""
+    case = advised["verdict"]
+    assert not case["fits"]
+    message = case["error"]
+    peak = fmt(case["in_use"] + (40 << 20))
+    assert (f"With the failed request of 40.00 MiB (counted as a temporary): {peak} of "
+            f"96.00 MiB usable: does not fit.") in message, message
+    half = fmt((case["in_use"] + (40 << 20)) // 2)
+    assert re.search(rf"- half the batch: saves ~[0-9.]+ MiB, peak ~{re.escape(half)} \(fits\)",
+                     message), message
+    assert re.search(r"- FSDP2[^:]*: saves ~0 B, peak ~[0-9.]+ MiB \(does not fit\)",
+                     message), message
 
 
 def test_bf16_autocast_makes_it_fit(advised):

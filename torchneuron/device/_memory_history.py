@@ -123,7 +123,7 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
 
 
 def _oom_snapshot_writer(path: str):
-    def write(device: int) -> str:
+    def write(device: int, size: int, usable: int) -> str:
         target = path.replace("%p", str(os.getpid()))
         with open(target, "wb") as f:
             pickle.dump(_snapshot_from_history(), f)

@@ -12,6 +12,7 @@ from .. import _C
 from ._index import _device_index, _device_t
 from ._memory_history import (  # noqa: F401  (torch.cuda.memory's private names)
     apply_oom_snapshot_setting, _dump_snapshot, _record_memory_history, _snapshot)
+from .memory_breakdown import fmt
 from .memory_explain import explain, install_oom_advice  # noqa: F401  (torch.neuron.memory.explain)
 from .properties import get_device_name
 
@@ -91,11 +92,7 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
     free, total = mem_get_info(index)
 
     def fmt_bytes(n: int) -> str:
-        for unit in ("B  ", "KiB", "MiB", "GiB"):
-            if abs(n) < 1024 or unit == "GiB":
-                return f"{n:6.0f} {unit}" if unit == "B  " else f"{n:6.2f} {unit}"
-            n /= 1024
-        return str(n)
+        return fmt(n, width=6)
 
     rows = [
         ("Allocated memory", "allocated_bytes", fmt_bytes),

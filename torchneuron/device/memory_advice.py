@@ -86,6 +86,12 @@ def fsdp(mem: StepMemory, n: int) -> Callable[[Breakdown], dict[str, int]]:
     return rewrite
 
 
+def fsdp_peak(mem: StepMemory, n: int) -> int:
+    """The estimated peak per rank of the step measured as `mem` with FSDP2 over `n` ranks,
+    each rank running the measured step's batch."""
+    return _peak(mem.phases, fsdp(mem, n))
+
+
 def batch_of(scale: float) -> Callable[[Breakdown], dict[str, int]]:
     def rewrite(p: Breakdown) -> dict[str, int]:
         parts = dict(p.parts)
@@ -123,10 +129,9 @@ def advise(mem: StepMemory, capacity: int, total: int, batch_size: int | None = 
                               "pass the model to torch.neuron.memory.explain()."))
     if cores > 1:
         sizes = [n for n in (2, 4, 8, 16, 32, 64, 128) if n <= cores] or [cores]
-        n = next((n for n in sizes if _peak(phases, fsdp(mem, n)) <= capacity), sizes[-1])
+        n = next((n for n in sizes if fsdp_peak(mem, n) <= capacity), sizes[-1])
         add(f"FSDP2 over {n} cores", f"`fully_shard` each block, then the model, on a "
-            f"{n}-rank neuron process group (torchrun --nproc-per-node {n}).",
-            _peak(phases, fsdp(mem, n)))
+            f"{n}-rank neuron process group (torchrun --nproc-per-node {n}).", fsdp_peak(mem, n))
     else:
         out.append(Suggestion("FSDP2", "", before, 0, False,
                               "Only one neuron core is visible (NEURON_RT_VISIBLE_CORES)."))

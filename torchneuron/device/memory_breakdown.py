@@ -8,8 +8,8 @@ allocator adds on top (its cache and its rounding). Two sources:
   tensors and on a full-size step built under FakeTensorMode (no memory used), so a model that
   does not fit can still be measured.
 - `live_breakdown(device)` classifies the tensors alive now (parameters, their .grad, optimizer
-  state, the rest) without running anything: what the out-of-memory message uses, since it runs
-  inside the allocator and must not allocate.
+  state, the rest) without running anything: what the out-of-memory message uses, since the
+  device has no room left to run anything.
 """
 
 from __future__ import annotations
@@ -86,12 +86,15 @@ class StepMemory:
         return max(self.phases, key=lambda b: b.needed)
 
 
-def fmt(n: float) -> str:
+def fmt(n: float, width: int = 0) -> str:
+    """`n` bytes in B, KiB, MiB or GiB, two decimals but for B. With a `width`, the number is
+    padded to it and the unit to three letters, so that a column lines up (memory_summary)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            number = f"{n:{width}.{0 if unit == 'B' else 2}f}"
+            return f"{number} {unit:<3}" if width else f"{number} {unit}"
         n /= 1024
-    return str(n)
+    raise AssertionError("unreachable: GiB takes any size")
 
 
 def find_blocks(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -232,7 +235,7 @@ def _optimizer_tensors() -> set[int]:
     return found
 
 
-def live_breakdown(device: _device_t = None, from_allocator: bool = True) -> Breakdown:
+def live_breakdown(device: _device_t = None) -> Breakdown:
     """The neuron tensors alive now, by category: parameters, their gradients, optimizer state
     (any torch.optim.Optimizer's), and the rest as activations (autograd keeps them, or the
     program does); cache and rounding from the allocator's blocks. Allocates nothing."""
@@ -260,13 +263,6 @@ def live_breakdown(device: _device_t = None, from_allocator: bool = True) -> Bre
     for t in tensors:
         if t.untyped_storage().data_ptr() in optim:
             add(t, "optimizer_state")
-    if not from_allocator:
-        # Inside the allocator (its out-of-memory path): only the lock-free count of the
-        # device's memory in use (its cache was emptied before raising) is read.
-        free, total = _C._mem_get_info(index)
-        if free < _C._backing_memory_available():  # else host memory limits it: in use unknown
-            parts["activations"] = max(total - free - sum(parts.values()), 0)
-        return Breakdown(parts, "at the failed allocation")
     blocks = [b for b in _C._memory_snapshot() if b["device"] == index]
     live = [b for b in blocks if b["allocated"]]
     # What the allocator holds that no Python object reaches: tensors autograd saved for

@@ -5,7 +5,6 @@ hook)."""
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 from typing import Callable
 
@@ -75,28 +74,29 @@ def explain(step: Callable[[], object] | None = None, model: torch.nn.Module | N
     return Explanation(mem.peak, capacity, advise(mem, capacity, total, batch_size, cores), mem)
 
 
-def oom_advice(device: int) -> str:
-    """The tail of an out-of-memory message: the memory in use by category, and the changes
-    that would free room. Runs inside the allocator: reads only the tensors alive and the
-    lock-free count of device memory in use."""
-    # Neither the per-process fraction nor the statistics: reading them takes the allocator's
-    # lock, which its out-of-memory path holds. No collection either: a tensor it frees would
-    # wait for the same lock.
+def oom_advice(device: int, size: int, usable: int) -> str:
+    """The tail of an out-of-memory message for a request of `size` bytes that failed with
+    `usable` bytes allowed on the device: the memory in use by category, and the changes that
+    would free room, each with whether the failed allocation would then fit. The allocator
+    calls it after releasing its lock, so it may read the allocator's blocks."""
+    now = live_breakdown(device)
+    now.phase = "at the failed allocation"
     total = _C._mem_get_info(device)[1]
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        now = live_breakdown(device, from_allocator=False)
-    finally:
-        if collecting:
-            gc.enable()
+    text = ["\nIn use when it failed, by what it is for (torch.neuron.memory.explain()):",
+            *now.lines()]
+    # The request that failed is counted as a temporary: what it would have held is unknown,
+    # and a temporary is what no change but a smaller batch shrinks (the cautious verdict).
+    now.parts["temporaries"] += size
     mem = StepMemory([now], [], device)
-    text = [f"\nIn use when it failed, by what it is for (torch.neuron.memory.explain()):",
-            *now.lines(), "Changes that would free room, each alone (estimated on what is in "
-            "use; the step's full peak is higher; torch.neuron.memory.explain(step, model, "
-            "optimizer) under FakeTensorMode measures it):"]
-    for s in sorted(advise(mem, total, total, None, _C._device_count()), key=lambda s: -s.saving):
-        text.append(s.line().replace(" (fits)", "").replace(" (does not fit)", ""))
+    verdict = "fits" if now.needed <= usable else "does not fit"
+    text += [f"With the failed request of {fmt(size)} (counted as a temporary): "
+             f"{fmt(now.needed)} of {fmt(usable)} usable: {verdict}.",
+             "Changes that would free room, each alone, and whether the failed allocation "
+             "would then fit (estimated on what is in use; the step's full peak is higher; "
+             "torch.neuron.memory.explain(step, model, optimizer) under FakeTensorMode "
+             "measures it):"]
+    text += [s.line() for s in sorted(advise(mem, usable, total, None, _C._device_count()),
+                                      key=lambda s: -s.saving)]
     return "\n".join(text)
 
 

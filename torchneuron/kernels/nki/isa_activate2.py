@@ -7,12 +7,10 @@ from __future__ import annotations
 import torch
 
 from .context import current
-from .errors import describe
-from .isa_common import matrix, require_arch, scalar_or_vector, store
+from .isa_common import check_reduce_res, matrix, require_arch, scalar_or_vector, store
 from .isa_enums import reduce_cmd as ReduceCmd
 from .ops import add, as_op
-from .rules import (elements_per_partition, fail, on_chip_operand, require_same_free_size,
-                    require_same_partitions)
+from .rules import fail, on_chip_operand, require_same_free_size, require_same_partitions
 
 # The six documented (op0, op1) pairs of the tensor-scalar stage.
 PAIRS = {("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypass"),
@@ -57,10 +55,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     P = data.shape[0]
     v0 = scalar_or_vector(I, "imm0", imm0, P, run, require_f32=True)
     v1 = scalar_or_vector(I, "imm1", imm1, P, run, require_f32=True)
-    if reduce_res is not None:
-        on_chip_operand(I, "reduce_res", reduce_res, run.limits)
-        if reduce_res.shape[0] != P or elements_per_partition(reduce_res) != 1:
-            fail("operand-shape", f"{I}: reduce_res {describe(reduce_res)} must be ({P}, 1)")
+    check_reduce_res(I, reduce_res, P, run)
     if not run.computes:
         return
     x = _stage(op1, _stage(op0, matrix(data), v0, reverse0), v1, reverse1)

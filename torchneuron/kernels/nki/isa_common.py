@@ -57,6 +57,17 @@ def scalar_or_vector(instr: str, role: str, value, partitions: int, run,
          f"({partitions}, 1) tile")
 
 
+def check_reduce_res(instr: str, reduce_res, partitions: int, run) -> None:
+    """The reduction result of an instruction that reduces each partition (activation,
+    activate2, range_select): None, or an on-chip (partitions, 1) tile, one value each."""
+    if reduce_res is None:
+        return
+    on_chip_operand(instr, "reduce_res", reduce_res, run.limits)
+    if reduce_res.shape[0] != partitions or elements_per_partition(reduce_res) != 1:
+        fail("operand-shape", f"{instr}: reduce_res {describe(reduce_res)} must be "
+             f"({partitions}, 1)")
+
+
 def require_engine_reach(instr: str, eng, operands: dict) -> None:
     """GpSimd Engine cannot access PSUM (the architecture guide's engine/memory table)."""
     if eng is engine.gpsimd:

@@ -14,8 +14,8 @@ import torch
 from . import dtypes as dt
 from .context import current
 from .errors import describe
-from .isa_common import (as_engine, int_matrix, matrix, require_arch, require_engine_reach,
-                         require_integer, scalar_or_vector, store)
+from .isa_common import (as_engine, check_reduce_res, int_matrix, matrix, require_arch,
+                         require_engine_reach, require_integer, scalar_or_vector, store)
 from .isa_enums import engine as Engine
 from .isa_enums import reduce_cmd as ReduceCmd
 from .ops import as_op, equal, power
@@ -187,10 +187,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
         reduce_op = as_op(reduce_op, I, "reduce_op")
         if reduce_op.name != "add":
             fail("operator", f"{I}: reduce_op must be nl.add, got {reduce_op!r}")
-    if reduce_res is not None:
-        on_chip_operand(I, "reduce_res", reduce_res, run.limits)
-        if reduce_res.shape[0] != P or elements_per_partition(reduce_res) != 1:
-            fail("operand-shape", f"{I}: reduce_res {describe(reduce_res)} must be ({P}, 1)")
+    check_reduce_res(I, reduce_res, P, run)
     if not run.computes:
         return
     source = matrix(data)  # float32 data: the memory itself

@@ -13,7 +13,8 @@ import torch
 from . import dtypes as dt
 from .context import current
 from .errors import describe
-from .isa_common import int_matrix, matrix, require_arch, scalar_or_vector, store
+from .isa_common import (check_reduce_res, int_matrix, matrix, require_arch, scalar_or_vector,
+                         store)
 from .isa_enums import reduce_cmd as ReduceCmd
 from .ops import as_op, maximum
 from .rules import (elements_per_partition, fail, not_both_psum, on_chip_operand,
@@ -52,10 +53,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1,
     P = on_true_tile.shape[0]
     b0 = scalar_or_vector(I, "bound0", bound0, P, run)
     b1 = scalar_or_vector(I, "bound1", bound1, P, run)
-    if reduce_res is not None:
-        on_chip_operand(I, "reduce_res", reduce_res, run.limits)
-        if reduce_res.shape[0] != P or elements_per_partition(reduce_res) != 1:
-            fail("operand-shape", f"{I}: reduce_res {describe(reduce_res)} must be ({P}, 1)")
+    check_reduce_res(I, reduce_res, P, run)
     if not run.computes:
         return
     x = matrix(on_true_tile)
