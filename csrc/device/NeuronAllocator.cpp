@@ -320,7 +320,7 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
   if (nbytes == 0) return c10::DataPtr(nullptr, label);
   const std::size_t size = round_size(nbytes);
   void* p;
-  std::size_t allocated_total, reserved_total;
+  std::size_t allocated_total = 0, reserved_total = 0;  // set with the block, under the lock
   auto frames = profiler::gather_memory_frames();  // before the lock (see MemoryHistory.h)
   const c10::StreamId stream = launch::current_stream(device).id();
   std::optional<OutOfMemory> oom;
