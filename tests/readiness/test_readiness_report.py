@@ -84,3 +84,14 @@ def test_format_report_of_a_failed_and_an_idle_run():
     idle["touched_neuron"] = False
     assert "never used the neuron device" in report.format_report(idle)
     assert "trn2" not in report.format_report(idle)
+
+
+def test_merge_keeps_the_lowest_rank_and_the_worst_status():
+    ok = dict(_report(_summary(syncs=1)), rank=1)
+    failed = dict(_report(_summary(syncs=2)), rank=0, status="raised", exit_code=1,
+                  error={"type": "E", "message": "m", "location": "t.py:1", "traceback": ""})
+    ok = dict(ok, rank=1)
+    merged = report.merge([ok, failed])
+    assert merged["status"] == "raised" and merged["exit_code"] == 1 and merged["rank"] is None
+    assert [(r["rank"], r["syncs"]) for r in merged["ranks"]] == [(0, 2), (1, 1)]
+    assert "rank 1: ok, 2 steps, 0 host fallback calls, 1 syncs" in report.format_report(merged)

@@ -1,8 +1,10 @@
 """The process the readiness command starts: `python -m torchneuron.readiness.child OUT
-script.py [args]` runs the script unchanged as `__main__` (its sys.argv and sys.path as
+[--per-rank] script.py [args]` runs the script unchanged as `__main__` (its sys.argv and sys.path as
 `python script.py` would set them) with the accounting on from the first line and the step
 watcher installed, then writes OUT/report.json and OUT/report.html, whatever the script did:
-an exception or a non-zero sys.exit is part of the report and of this process's exit status."""
+an exception or a non-zero sys.exit is part of the report and of this process's exit status.
+Under torchrun (`--per-rank`) each process writes OUT/report.rank<R>.json and .html, R the rank
+its process group had at a step's end (its process id when it never had one)."""
 
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ def run_script(script: str, args: list[str]) -> dict[str, Any]:
                                                  or summary["memory"]["peak_bytes"] > 0)
     return {"schema": report_module.REPORT_SCHEMA, "script": script, "argv": args,
             "status": status, "exit_code": exit_code, "error": error, "touched_neuron": touched,
-            "wall_seconds": wall,
+            "wall_seconds": wall, "rank": watcher.rank,
             "steps": {"kind": watcher.kind, "count": watcher.total_steps, "rows": watcher.steps},
             "traced_step": traced_step, "accounting": summary, "estimate": estimate,
             "ops": ops, "changes": report_module.changes(summary, watcher.steady_summary)}
@@ -79,9 +81,14 @@ def write(report: dict[str, Any], out: str, name: str = "report") -> None:
 
 
 def main(argv: list[str]) -> int:
-    out, script, *args = argv
+    out, *rest = argv
+    per_rank = rest[:1] == ["--per-rank"]
+    script, *args = rest[1:] if per_rank else rest
     report = run_script(script, args)
-    write(report, out)
+    name = "report"
+    if per_rank:
+        name += f".rank{report['rank']}" if report["rank"] is not None else f".pid{os.getpid()}"
+    write(report, out, name)
     return report["exit_code"]
 
 

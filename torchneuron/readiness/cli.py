@@ -7,6 +7,7 @@ the neuron device (there is nothing to report), else 0."""
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import subprocess
@@ -22,6 +23,8 @@ def add_subcommand(subparsers) -> None:
                         help="folder for report.json and report.html (default ./readiness)")
     parser.add_argument("--compare", metavar="OLD.json", default=None,
                         help="a report of an earlier run: its regressions are listed first")
+    parser.add_argument("--nproc-per-node", type=int, default=1, metavar="N",
+                        help="run N processes through torchrun: a report per rank and a merged one")
     parser.add_argument("script", help="the Python script to run, unchanged")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the script's arguments")
     parser.set_defaults(run=run)
@@ -36,6 +39,20 @@ def _load(path: str, what: str) -> dict | None:
         return None
 
 
+def _merge_ranks(out: str, report_path: str) -> None:
+    """Writes the merged report.json and report.html from the ranks' reports, if any."""
+    from .child import write
+    from .report import merge
+
+    paths = sorted(glob.glob(os.path.join(out, "report.rank*.json"))
+                   + glob.glob(os.path.join(out, "report.pid*.json")))
+    reports = [r for r in (_load(p, "a rank's report") for p in paths) if r is not None]
+    if reports:
+        write(merge(reports), out)
+        print(f"torchneuron readiness: merged {len(reports)} ranks' reports: "
+              + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     from .report import compare, format_compare, format_report
 
@@ -47,11 +64,24 @@ def run(args: argparse.Namespace) -> int:
         old = _load(args.compare, "the report to compare with")
         if old is None:
             return NO_SCRIPT
+    if args.nproc_per_node < 1:
+        print(f"torchneuron readiness: --nproc-per-node {args.nproc_per_node}: must be at "
+              "least 1", file=sys.stderr)
+        return NO_SCRIPT
     report_path = os.path.join(args.out, "report.json")
-    if os.path.exists(report_path):
-        os.remove(report_path)  # a report left by an earlier run must not pass for this one's
-    child = subprocess.run([sys.executable, "-m", "torchneuron.readiness.child", args.out,
-                            args.script, *args.args])
+    for stale in [*glob.glob(report_path), *glob.glob(os.path.join(args.out, "report.r*.json")),
+                  *glob.glob(os.path.join(args.out, "report.p*.json"))]:
+        os.remove(stale)  # a report left by an earlier run must not pass for this one's
+    child_args = [args.out, args.script, *args.args]
+    if args.nproc_per_node == 1:
+        command = [sys.executable, "-m", "torchneuron.readiness.child", *child_args]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc-per-node={args.nproc_per_node}", "-m",
+                   "torchneuron.readiness.child", args.out, "--per-rank", *child_args[1:]]
+    child = subprocess.run(command)
+    if args.nproc_per_node > 1:
+        _merge_ranks(args.out, report_path)
     report = _load(report_path, "the report") if os.path.exists(report_path) else None
     if report is None:
         print(f"torchneuron readiness: the script's process ended (exit {child.returncode}) "

@@ -74,6 +74,13 @@ def render(report: dict[str, Any]) -> str:
     if not report["touched_neuron"]:
         error += ('<p id="no-neuron">The script never used the neuron device: nothing of it '
                   "would run on Trainium.</p>")
+    if report.get("ranks"):
+        error += "<h2>Ranks</h2>" + _table(
+            "ranks", ["rank", "status", "steps", "host fallbacks", "syncs", "recompiles",
+                      "peak bytes", "trn2 step s"],
+            [[r["rank"], r["status"], r["steps"], r["host_fallbacks"], r["syncs"],
+              r["recompiles"], r["peak_bytes"], f"{r['trn2_step_seconds_graph']:.3e}"]
+             for r in report["ranks"]], "rank-row")
     changes = _table("changes", ["#", "where", "what", "change"],
                      [[i, c["location"] or "(whole run)", c["what"], c["change"]]
                       for i, c in enumerate(report["changes"], 1)], "change")

@@ -5,6 +5,7 @@ most, each at its file:line. Also the report as terminal lines, and a comparison
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 from typing import Any
@@ -158,6 +159,10 @@ def format_report(report: dict[str, Any]) -> str:
     if report["error"]:
         lines.append(f"  the script raised {report['error']['type']}: "
                      f"{report['error']['message']} (at {report['error']['location']})")
+    for row in report.get("ranks") or []:
+        lines.append(f"  rank {row['rank']}: {row['status']}, {row['steps']} steps, "
+                     f"{row['host_fallbacks']} host fallback calls, {row['syncs']} syncs, "
+                     f"{row['recompiles']} recompiles, peak {row['peak_bytes'] / GiB:.3f} GiB")
     if not report["touched_neuron"]:
         lines.append("  the script never used the neuron device: nothing of it would run on "
                      "Trainium. Move the model and its inputs to 'neuron' (model.to('neuron')).")
@@ -181,6 +186,28 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {i}. {c['location'] or '(whole run)'}: {c['what']}{cost}\n"
                      f"     -> {c['change']}")
     return "\n".join(lines)
+
+
+def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ranks' reports as one: the lowest rank's report (the ranks of a data-parallel step
+    run the same ops), its status and exit code the worst of all, with a row per rank of the
+    figures that can differ between ranks."""
+    ordered = sorted(reports, key=lambda r: (r["rank"] is None, r["rank"] or 0))
+    merged = copy.deepcopy(ordered[0])
+    failed = [r for r in ordered if r["exit_code"]]
+    if failed:
+        merged.update(status=failed[0]["status"], exit_code=failed[0]["exit_code"],
+                      error=failed[0]["error"])
+    merged["touched_neuron"] = any(r["touched_neuron"] for r in ordered)
+    merged["rank"] = None
+    merged["ranks"] = [{
+        "rank": r["rank"], "status": r["status"], "exit_code": r["exit_code"],
+        "steps": r["steps"]["count"], "host_fallbacks": r["accounting"]["host_fallbacks"]["calls"],
+        "syncs": r["accounting"]["syncs"]["count"], "recompiles": r["accounting"]["recompiles"],
+        "peak_bytes": r["accounting"]["memory"]["peak_bytes"],
+        "trn2_step_seconds_graph": r["estimate"]["machines"]["trn2"]["step_seconds_graph"]}
+        for r in ordered]
+    return merged
 
 
 # What a regression is: a count that grew, a step that got slower, a fit that was lost.

@@ -58,6 +58,7 @@ class StepWatcher:
         self._recorder: _LiveRecorder | None = None
         self._depth = 0  # nesting of module forwards: a step ends at the outermost one
         self._handles: list[Any] = []
+        self.rank: int | None = None  # the process group's rank, seen at a step's end
         # The accounting's summary at the end of each kind's first step run without the
         # recorder: what later steps add to it (recompiles in the steady state) is what the
         # report ranks. Steps run under the recorder are warm-up: a Python dispatch mode
@@ -141,6 +142,9 @@ class StepWatcher:
 
     def _end_step(self, kind: str) -> None:
         now = time.perf_counter()
+        if self.rank is None and torch.distributed.is_available() \
+                and torch.distributed.is_initialized():
+            self.rank = torch.distributed.get_rank()
         self._totals[kind] += 1
         summary = accounting.readiness_summary()
         counts = (summary["host_fallbacks"]["calls"], summary["syncs"]["count"],
