@@ -31,6 +31,10 @@ def test_demo_report(tmp_path):
     assert est["flops"] > 1e9 and est["dtype"] == "float32"
     for m in est["machines"].values():
         assert m["fits"] and 0 < m["mfu_graph"] < 1
+    # The attention backward the accounting counts as a host fallback is priced as a stall.
+    ops = {r["op"] for r in report["ops"]}
+    assert "_scaled_dot_product_flash_attention_for_cpu_backward (host)" in ops
+    assert est["machines"]["trn2"]["stall_seconds"] > 4 * 50e-6
     # After warm-up the demo's shapes do not change: no shape recompile is ranked.
     assert {c["kind"] for c in report["changes"]} <= {"host fallback", "sync"}
     assert any(c["location"] == "demo/train_gpt.py:45" for c in report["changes"])

@@ -16,6 +16,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._pytree import tree_flatten
 
 from ..device import accounting
+from ..ops.op_support import host_fallback_ops
 from ..timemodel.trace import OpRecord, Trace, _operands, _Recorder
 
 MAX_STEPS_KEPT = 1000  # per-step rows in the report; a longer run keeps its first ones
@@ -28,7 +29,13 @@ def _on_neuron(values: Any) -> bool:
 
 class _LiveRecorder(_Recorder):
     """The time model's recorder on real tensors: only ops on neuron tensors are the step's
-    work (the data pipeline's CPU ops are not), and `.item()` really reads its value."""
+    work (the data pipeline's CPU ops are not), `.item()` really reads its value, and the ops
+    the op-support table classes host fallbacks (as the accounting counts them) are priced as
+    host stalls, not as device work."""
+
+    def __init__(self, trace: Trace, resident: dict[int, str]):
+        super().__init__(trace, resident)
+        self.host_ops = frozenset(op for op, _ in host_fallback_ops())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -39,7 +46,10 @@ class _LiveRecorder(_Recorder):
                                            inputs=_operands(args, self.resident), outputs=[],
                                            host=True))
             return func(*args, **kwargs)
-        return super().__torch_dispatch__(func, types, args, kwargs)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if func.name() in self.host_ops or f"aten::{func.overloadpacket.__name__}" in self.host_ops:
+            self.trace.ops[-1].host = True
+        return out
 
 
 class StepWatcher:
