@@ -151,3 +151,18 @@ def test_an_unreadable_compare_report_is_named(tmp_path, capsys):
     bad.write_text("{not json")
     assert main(["readiness", "--compare", str(bad), str(script)]) == 2
     assert f"cannot read the report to compare with {bad}" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_script_that_runs_out_of_memory_leads_with_the_advisors_changes(tmp_path):
+    text = ("import torch\nmodel = torch.nn.Linear(64, 64).to('neuron')\n"
+            "xs = [torch.empty(1 << 30, device='neuron') for _ in range(40)]\n")
+    result, report, html = _readiness(tmp_path, text)
+    assert result.returncode == 1 and report["error"]["type"] == "OutOfMemoryError"
+    first = report["changes"][0]
+    assert first["kind"] == "memory" and first["location"].endswith("train.py:3")
+    assert "bf16 autocast" in first["change"]  # the advisor's suggestions, from the error
+    assert report["accounting"]["memory"]["fits"] is False
+    assert report["estimate"]["machines"]["trn2"]["fits"] is False
+    assert report["estimate"]["machines"]["trn3"]["fits"] is None  # more HBM: unknown
+    assert "DOES NOT FIT" in result.stdout

@@ -60,6 +60,13 @@ def run_script(script: str, args: list[str]) -> dict[str, Any]:
     trace, traced_step = watcher.step_trace()
     estimate = report_module.estimate(trace, summary["memory"]["peak_bytes"])
     ops = report_module.op_table(trace, estimate["machines"])
+    if error is not None and error["type"] == "OutOfMemoryError":
+        # The failed allocation is in no peak: a target with no more HBM than the software
+        # NeuronCore's does not fit; one with more might.
+        ran_out_at = summary["memory"]["hbm_bytes"] or 0
+        summary["memory"]["fits"] = False
+        for machine in estimate["machines"].values():
+            machine["fits"] = False if machine["hbm_bytes"] <= ran_out_at else None
     for machine in estimate["machines"].values():
         machine.pop("by_op_graph")
     touched = torch.neuron.is_initialized() and (summary["signatures"]["count"] > 0
@@ -69,7 +76,21 @@ def run_script(script: str, args: list[str]) -> dict[str, Any]:
             "wall_seconds": wall, "rank": watcher.rank,
             "steps": {"kind": watcher.kind, "count": watcher.total_steps, "rows": watcher.steps},
             "traced_step": traced_step, "accounting": summary, "estimate": estimate,
-            "ops": ops, "changes": report_module.changes(summary, watcher.steady_summary)}
+            "ops": ops, "changes": _oom_first(error, report_module.changes(
+                summary, watcher.steady_summary))}
+
+
+def _oom_first(error: dict[str, Any] | None, changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run that ran out of device memory did not fit the HBM (the software NeuronCore has a
+    Trainium rank's): that is the first change, with the advisor's suggestions, which the
+    device's out-of-memory message carries (docs/memory.md)."""
+    if error is None or error["type"] != "OutOfMemoryError":
+        return changes
+    advice = error["message"].split("Changes that would free room", 1)
+    return [{"kind": "memory", "location": error["location"], "cost_seconds": None,
+             "what": "out of device memory: the step does not fit the HBM",
+             "change": ("changes that would free room" + advice[1]).strip() if len(advice) > 1
+             else "see torch.neuron.memory.explain(step, model, optimizer)"}, *changes][:5]
 
 
 def write(report: dict[str, Any], out: str, name: str = "report") -> None:

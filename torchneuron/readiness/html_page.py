@@ -8,6 +8,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from .report import FIT_WORDS
+
 GiB = 1 << 30
 
 
@@ -45,7 +47,7 @@ def _memory(report: dict[str, Any]) -> str:
         rows.append(f'<tr class="memory-row"><td>{_esc(name)}</td><td>{peak / GiB:.3f} GiB</td>'
                     f'<td>{m["hbm_bytes"] / GiB:.0f} GiB</td>'
                     f'<td><div class="gauge"><div style="width:{100 * share:.2f}%"></div></div>'
-                    f'</td><td>{"fits" if m["fits"] else "does not fit"}</td></tr>')
+                    f'</td><td>{FIT_WORDS[m["fits"]]}</td></tr>')
     return ('<table id="memory"><tr><th>target</th><th>peak</th><th>HBM per rank</th><th></th>'
             '<th></th></tr>' + "".join(rows) + "</table>")
 

@@ -137,6 +137,10 @@ def changes(summary: dict[str, Any], steady: dict[str, Any] | None = None,
     return found[:limit]
 
 
+FIT_WORDS = {True: "fits", False: "DOES NOT FIT",
+             None: "unknown (the run ran out of memory on a smaller HBM)"}
+
+
 def _fmt_s(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
@@ -157,8 +161,9 @@ def format_report(report: dict[str, Any]) -> str:
     lines = [head, f"  {steps['count']} steps" + (f" ending at {ends}" if ends else "")
              + f", {report['wall_seconds']:.1f} s on the software NeuronCore"]
     if report["error"]:
+        first = (report["error"]["message"].splitlines() or [""])[0]
         lines.append(f"  the script raised {report['error']['type']}: "
-                     f"{report['error']['message']} (at {report['error']['location']})")
+                     f"{first} (at {report['error']['location']})")
     for row in report.get("ranks") or []:
         lines.append(f"  rank {row['rank']}: {row['status']}, {row['steps']} steps, "
                      f"{row['host_fallbacks']} host fallback calls, {row['syncs']} syncs, "
@@ -177,7 +182,7 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"  {name}: {_fmt_s(m['step_seconds_graph'])} as one compiled graph "
                      f"(MFU {_pct(m['mfu_graph'])}), {_fmt_s(m['step_seconds_eager'])} eager "
                      f"(MFU {_pct(m['mfu_eager'])}); peak {peak / GiB:.3f} GiB of "
-                     f"{m['hbm_bytes'] / GiB:.0f} GiB HBM: {'fits' if m['fits'] else 'DOES NOT FIT'}")
+                     f"{m['hbm_bytes'] / GiB:.0f} GiB HBM: {FIT_WORDS[m['fits']]}")
     lines.append("changes that matter most:" if report["changes"] else
                  "changes that matter most: none found")
     for i, c in enumerate(report["changes"], 1):
