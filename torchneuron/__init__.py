@@ -22,6 +22,8 @@ What the package holds, bottom-up by layer (docs/architecture.md has the table):
 - `kernels/`: NKI on the software NeuronCore, `nki_op` and the kernel library.
 - `torch_neuronx.py`: `torch_neuronx`'s names, for code written for AWS's TorchNeuron.
 - `compat/`: the compatibility batteries (ops, models, diffusers, PEFT, sentence-transformers).
+- `readiness/`: `torchneuron readiness`, a script run unchanged and reported on for Trainium
+  (host fallbacks, syncs, recompiles, HBM fit, step time and MFU on trn2/trn3).
 - `cli.py`: the `torchneuron` command; each tool package adds its own subcommand."""
 
 

@@ -9,7 +9,8 @@ import sys
 
 # Tool packages that provide a subcommand, in the order `--help` lists them.
 SUBCOMMANDS = ("torchneuron.compat.cli", "torchneuron.port.cli", "torchneuron.profiler.cli",
-               "torchneuron.timemodel.cli", "torchneuron.ops.cli")
+               "torchneuron.timemodel.cli", "torchneuron.ops.cli",
+               "torchneuron.readiness.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1331,7 +1331,8 @@ ENTRIES: tuple[Internal, ...] = (
                members=("__torch_dispatch__", "__enter__", "__exit__"))),
     Internal(
         "torch.utils._pytree.tree_flatten", "relied on",
-        ("torchneuron/compat/random_draws.py", "torchneuron/timemodel/trace.py"),
+        ("torchneuron/compat/random_draws.py", "torchneuron/timemodel/trace.py",
+         "torchneuron/readiness/steps.py"),
         "flattens an op's outputs to find the tensors a recorded draw produced, and a traced "
         "op's arguments and results to record their shapes (the time model)",
         exists("torch.utils._pytree.tree_flatten", params=("tree",))),
