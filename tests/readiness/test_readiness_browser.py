@@ -56,3 +56,4 @@ def test_readiness_page_in_headless_chromium(tmp_path):
     assert "train.py:9" in dom  # the .item() change, at its line
     console = [line for line in browser.stderr.splitlines() if "CONSOLE" in line]
     assert not [line for line in console if "ERROR" in line or "Uncaught" in line], console
+

@@ -166,3 +166,25 @@ def test_a_script_that_runs_out_of_memory_leads_with_the_advisors_changes(tmp_pa
     assert report["estimate"]["machines"]["trn2"]["fits"] is False
     assert report["estimate"]["machines"]["trn3"]["fits"] is None  # more HBM: unknown
     assert "DOES NOT FIT" in result.stdout
+
+
+PROFILED = """\
+import torch
+model = torch.nn.Linear(8, 4).to("neuron")
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    for step in range(3):
+        with torch.no_grad():
+            model(torch.randn(2, 8, device="neuron"))
+            model(torch.randn(2, 8, device="neuron"))
+        prof.step()
+print("profiled")
+"""
+
+
+@pytest.mark.slow
+def test_a_profiler_step_ends_a_step_without_an_optimizer(tmp_path):
+    result, report, _ = _readiness(tmp_path, PROFILED)
+    assert result.returncode == 0, result.stderr
+    # Two forwards per profiler step: the profiler's steps win over the forwards.
+    assert report["steps"]["kind"] == "profiler" and report["steps"]["count"] == 3
+    assert "ends at a profiler's step()" in result.stderr

@@ -154,7 +154,8 @@ def format_report(report: dict[str, Any]) -> str:
     from ..device.accounting import format_summary
 
     steps = report["steps"]
-    ends = {"optimizer": "optimizer.step()", "forward": "a top-level forward"}.get(steps["kind"])
+    ends = {"optimizer": "optimizer.step()", "profiler": "a profiler's step()",
+            "forward": "a top-level forward"}.get(steps["kind"])
     head = f"torchneuron readiness: {report['script']}: {report['status']}"
     if report["status"] != "ok":
         head += f" (exit {report['exit_code']})"

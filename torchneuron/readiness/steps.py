@@ -1,6 +1,6 @@
 """What the readiness command sees of the script's steps while it runs: a step ends at each
-`optimizer.step()` (torch.optim's global post hook), else at the end of each top-level module
-forward. Every step's wall time and counts are kept; the ATen ops on neuron tensors of one
+`optimizer.step()` (torch.optim's global post hook), else at each `torch.profiler.profile.step()`,
+else at the end of each top-level module forward. Every step's wall time and counts are kept; the ATen ops on neuron tensors of one
 step (the second, the first when there is only one) are recorded at their real shapes for the
 time model to price, and recording stops there so the rest of the run pays nothing for it."""
 
@@ -20,6 +20,7 @@ from ..ops.op_support import host_fallback_ops
 from ..timemodel.trace import OpRecord, Trace, _operands, _Recorder
 
 MAX_STEPS_KEPT = 1000  # per-step rows in the report; a longer run keeps its first ones
+KINDS = ("optimizer", "profiler", "forward")  # what ends a step, the first seen of these wins
 
 
 def _on_neuron(values: Any) -> bool:
@@ -59,11 +60,11 @@ class StepWatcher:
     def __init__(self, progress=sys.stderr):
         self.progress = progress
         # Step rows by how a step ends: the optimizer's are the steps when there are any.
-        self._rows: dict[str, list[dict[str, Any]]] = {"optimizer": [], "forward": []}
-        self._totals = {"optimizer": 0, "forward": 0}
-        self._marks: dict[str, list[int]] = {"optimizer": [], "forward": []}  # ops index per end
-        self._last = {"optimizer": (time.perf_counter(), (0, 0, 0)),
-                      "forward": (time.perf_counter(), (0, 0, 0))}
+        self._rows: dict[str, list[dict[str, Any]]] = {k: [] for k in KINDS}
+        self._totals = {k: 0 for k in KINDS}
+        self._marks: dict[str, list[int]] = {k: [] for k in KINDS}  # ops index per step end
+        self._last = {k: (time.perf_counter(), (0, 0, 0)) for k in KINDS}
+        self._profiler_step = None  # torch.profiler.profile.step, while it is wrapped
         self._trace = Trace()
         self._recorder: _LiveRecorder | None = None
         self._depth = 0  # nesting of module forwards: a step ends at the outermost one
@@ -82,9 +83,9 @@ class StepWatcher:
 
     @property
     def kind(self) -> str:
-        """"optimizer" (a step ends at optimizer.step()), "forward" (at a top-level forward's
-        end) or "none" (neither happened)."""
-        return next((k for k in ("optimizer", "forward") if self._totals[k]), "none")
+        """"optimizer" (a step ends at optimizer.step()), "profiler" (at a profiler's step()),
+        "forward" (at a top-level forward's end) or "none" (none happened)."""
+        return next((k for k in KINDS if self._totals[k]), "none")
 
     @property
     def steps(self) -> list[dict[str, Any]]:
@@ -111,12 +112,26 @@ class StepWatcher:
             torch.nn.modules.module.register_module_forward_pre_hook(self._forward_begins),
             torch.nn.modules.module.register_module_forward_hook(self._forward_ends),
         ]
+        # A profiler's step() marks a step in scripts without an optimizer (inference loops
+        # that profile); the method is wrapped while the watcher is installed.
+        # internal: see runtime/torch_internals.py "torch.profiler.profile.step"
+        self._profiler_step = original = torch.profiler.profile.step
+        watcher = self
+
+        def step(profile, *args, **kwargs):
+            watcher._end_step("profiler")
+            return original(profile, *args, **kwargs)
+
+        torch.profiler.profile.step = step
         self._recorder = _LiveRecorder(self._trace, {})
         self._recorder.__enter__()
 
     def remove(self) -> None:
         for handle in self._handles:
             handle.remove()
+        if self._profiler_step is not None:
+            torch.profiler.profile.step = self._profiler_step
+            self._profiler_step = None
         self._stop_recording()
 
     def _stop_recording(self) -> None:
@@ -169,12 +184,13 @@ class StepWatcher:
                 "host_fallbacks": counts[0] - before[0], "syncs": counts[1] - before[1],
                 "recompiles": counts[2] - before[2]})
         if kind == self.kind:
-            print(f"readiness: step {self._totals[kind]} ({now - then:.3f} s, ends at "
-                  f"{'optimizer.step()' if kind == 'optimizer' else 'a top-level forward'})",
+            ends = {"optimizer": "optimizer.step()", "profiler": "a profiler's step()",
+                    "forward": "a top-level forward"}[kind]
+            print(f"readiness: step {self._totals[kind]} ({now - then:.3f} s, ends at {ends})",
                   file=self.progress, flush=True)
         if self._recorder is not None:
             self._marks[kind].append(len(self._trace.ops))
             # Two optimizer steps, or many forwards and no optimizer: enough recorded.
-            if len(self._marks["optimizer"]) >= 2 or (
+            if len(self._marks["optimizer"]) >= 2 or len(self._marks["profiler"]) >= 2 or (
                     not self._marks["optimizer"] and len(self._marks["forward"]) >= 16):
                 self._stop_recording()

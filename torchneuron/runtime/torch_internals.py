@@ -1380,6 +1380,11 @@ ENTRIES: tuple[Internal, ...] = (
              contains("torch._dynamo.utils", "CompilationMetrics", "recompile_reason",
                       "dynamo_config", "co_filename", "co_firstlineno"))),
     Internal(
+        "torch.profiler.profile.step", "patched", ("torchneuron/readiness/steps.py",),
+        "while `torchneuron readiness` runs a script, a profiler's step() also ends a step of "
+        "the report (scripts without an optimizer); the method is put back when the run ends",
+        exists("torch.profiler.profile.step", params=("self",))),
+    Internal(
         "torch._dynamo.mark_dynamic", "re-pointed", ("torchneuron/device/accounting.py",),
         "while the readiness accounting is on, torch._dynamo.mark_dynamic is wrapped to count "
         "each use with the caller's line (TorchNeuron's torch.compile refuses dynamic shapes); "
