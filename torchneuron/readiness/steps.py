@@ -119,7 +119,7 @@ class StepWatcher:
         watcher = self
 
         def step(profile, *args, **kwargs):
-            watcher._end_step("profiler")
+            watcher.end_step("profiler")
             return original(profile, *args, **kwargs)
 
         torch.profiler.profile.step = step
@@ -143,7 +143,7 @@ class StepWatcher:
         if not _on_neuron([p for g in optimizer.param_groups for p in g["params"]]):
             return  # a CPU optimizer (a reference run beside the device's) is no device step
         self._mark_resident(optimizer)
-        self._end_step("optimizer")
+        self.end_step("optimizer")
 
     def _mark_resident(self, optimizer) -> None:
         """Parameters and optimizer state live in HBM between steps (the time model reads
@@ -163,9 +163,9 @@ class StepWatcher:
     def _forward_ends(self, module, args, output) -> None:
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and _on_neuron(output):
-            self._end_step("forward")
+            self.end_step("forward")
 
-    def _end_step(self, kind: str) -> None:
+    def end_step(self, kind: str) -> None:
         now = time.perf_counter()
         if self.rank is None and torch.distributed.is_available() \
                 and torch.distributed.is_initialized():
