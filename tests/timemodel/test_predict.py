@@ -14,7 +14,7 @@ from torchneuron.runtime.profiles import MACHINES
 from torchneuron.timemodel.collectives import collective_s
 from torchneuron.timemodel import (CONFIGS, Layout, collective, engines, machine_named,
                                    mark_resident, predict, price, trace)
-from torchneuron.timemodel.price import op_cost
+from torchneuron.timemodel.price import MATERIALIZED_BYTES_PER_SCORE, op_cost
 
 TRN2 = MACHINES["trn2"]
 
@@ -128,6 +128,10 @@ def test_the_h100_profile_prices_the_same_trace():
     (lambda: predict("llama-3-8b", "trn2", Layout(2, fsdp=2), "decode", 1, 16),
      "pp and fsdp layouts are for training"),
     (lambda: predict("llama-3-8b", "trn2", Layout(1), "decode", 0, 16), "must be positive"),
+    (lambda: predict("llama-3-8b", "trn2", Layout(1), "prefill", 1, 16, attention="paged"),
+     "unknown attention 'paged'"),
+    (lambda: price(trace(lambda: None, lambda _: None), TRN2, Layout(1), attention="sparse"),
+     "unknown attention 'sparse'"),
 ])
 def test_bad_configurations_raise_clear_errors(make, message):
     with pytest.raises(ValueError, match=message):
@@ -210,3 +214,63 @@ def test_a_cache_write_costs_its_source_and_other_in_place_ops_fuse():
     assert op_cost(scale, TRN2, 2, graph=True).dma == 0.0
     assert op_cost(scale, TRN2, 2, graph=False).dma == pytest.approx(
         engines.dma_s(2 * 8 * 128 * 2, TRN2, 2))
+
+
+def _causal_attention_op(heads: int, s: int, d: int = 128):
+    def run(_):
+        q = torch.empty(1, heads, s, d, dtype=torch.bfloat16)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    (op,) = [op for op in trace(lambda: None, run).ops if "scaled_dot_product" in op.name]
+    return op
+
+
+def test_materialized_attention_moves_every_score_through_hbm_by_hand():
+    trn1 = MACHINES["trn1"]
+    op = _causal_attention_op(heads=2, s=4096)
+    cost = op_cost(op, trn1, 1, attention="materialized")
+    # 2 heads x 4096 x 4096 float32 scores = 128 MiB, over trn1's 24 MiB of SBUF: each score
+    # crosses HBM 52 bytes' worth (written, masked, five softmax passes, cast, read by P V), at
+    # one NeuronCore's half of 820 GB/s and 60% efficiency (Q, K, V and the output, 2 MiB
+    # each, stay on chip in a compiled graph).
+    scores = 2 * 4096 * 4096
+    assert MATERIALIZED_BYTES_PER_SCORE == 52
+    assert cost.dma == pytest.approx(scores * 52 / (820e9 / 2) / 0.6)
+    # Nothing skipped for the causal mask: both matmuls over the whole square. Q K^T: 4096 / 128
+    # stationary tiles of one contraction tile, each 8 MultiplyMoving of 512 columns; P V: 32
+    # contraction tiles of one stationary tile, 8 MultiplyMoving each; per head.
+    cycles = 2 * (32 * 8 * 512 + 32 * 8 * 512)
+    assert cost.tensor == pytest.approx(cycles / 2.8e9 / 0.9)
+    # The Vector Engine: 9 input passes of 128 lanes at 1.12 GHz plus 6 instructions' overhead.
+    assert cost.vector == pytest.approx((9 * scores / 128 + 6 * 100) / 1.12e9 / 0.9)
+    assert cost.bound == "dma"
+    # The flash kernel keeps the scores on chip and skips the masked half.
+    flash = op_cost(op, trn1, 1)
+    assert flash.dma == 0.0
+    assert flash.tensor == pytest.approx(cost.tensor / 2)
+
+
+def test_scores_that_fit_on_chip_stay_there_and_decode_is_unchanged():
+    trn1 = MACHINES["trn1"]
+    small = _causal_attention_op(heads=1, s=1024)  # 4 MiB of float32 scores < 24 MiB
+    assert op_cost(small, trn1, 1, attention="materialized").dma == 0.0
+    # Eager: Q, K, V, the output and its float32 log-sum-exp cross HBM, the scores still not.
+    qkvo = 4 * 1024 * 128 * 2 + 1024 * 4
+    assert op_cost(small, trn1, 1, graph=False, attention="materialized").dma == pytest.approx(
+        qkvo / (820e9 / 2) / 0.6)
+    p = {a: predict("llama-2-7b", "trn1", Layout(32, tp=32), "decode", 1, 4096, attention=a)
+         for a in ("flash", "materialized")}
+    assert p["flash"].seconds == p["materialized"].seconds
+
+
+def test_each_machine_prefills_with_its_stacks_attention():
+    assert MACHINES["trn1"].prefill_attention == "materialized"
+    assert {MACHINES[m].prefill_attention for m in ("trn2", "trn3", "h100")} == {"flash"}
+    default = predict("llama-2-7b", "trn1", Layout(32, tp=32), "prefill", 1, 4096)
+    flash = predict("llama-2-7b", "trn1", Layout(32, tp=32), "prefill", 1, 4096,
+                    attention="flash")
+    assert default.seconds > flash.seconds
+    # Training on trn1 (NxD Training's flash kernel) is not affected by the inference default.
+    train = {a: predict("llama-2-7b", "trn1", Layout(32, tp=32), "train", 1, 2048,
+                        attention=a).seconds for a in (None, "flash")}
+    assert train[None] == train["flash"]

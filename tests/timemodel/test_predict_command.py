@@ -26,3 +26,18 @@ def test_predict_refuses_an_unknown_machine(capsys):
     with pytest.raises(SystemExit):
         cli.main(["predict", "--model", "llama-2-7b", "--machine", "tpu"])
     assert "invalid choice: 'tpu'" in capsys.readouterr().err
+
+
+def test_predict_prices_attention_as_asked(capsys):
+    args = ["predict", "--model", "llama-2-7b", "--machine", "trn1", "--tp", "32",
+            "--workload", "prefill", "--context", "4096", "--top", "1"]
+    assert cli.main(args) == 0  # trn1's default: the score matrix through HBM
+    assert "top ops: _scaled_dot_product" in capsys.readouterr().out
+    assert cli.main(args + ["--attention", "flash"]) == 0
+    assert "top ops: _scaled_dot_product" not in capsys.readouterr().out
+
+
+def test_predict_refuses_an_unknown_attention(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["predict", "--model", "llama-2-7b", "--attention", "paged"])
+    assert "invalid choice: 'paged'" in capsys.readouterr().err

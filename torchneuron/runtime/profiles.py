@@ -141,6 +141,10 @@ NKI_ARCH_V3 = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/guid
 NKI_PERF_GUIDE = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/deep-dives/"
                   "nki_perf_guide.html")
 H100_DATASHEET = "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"
+TNX_ATTENTION = ("https://github.com/aws-neuron/transformers-neuronx/blob/main/src/"
+                 "transformers_neuronx/layers/attention.py")
+NKI_ATTENTION_CTE = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/nki/library/api/"
+                     "attention-cte.html")
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,10 @@ class MachineProfile:
     graph_launch_s: float  # one execution of a compiled graph (a NEFF / a CUDA graph)
     host_link_bandwidth: float  # bytes/s between host and one chip
     host_sync_s: float  # a host read of a device value (`.item()`): the queue drains
+    # How the machine's inference stack runs a prompt's attention (torchneuron/timemodel/
+    # price.py, ATTENTION_KINDS): "flash" (a fused kernel, scores kept on chip) or
+    # "materialized" (the score matrix computed whole and passed through HBM op by op).
+    prefill_attention: str
     sources: tuple[str, ...]
 
     def logical_cores_per_chip(self, lnc: int | None = None) -> int:
@@ -210,6 +218,40 @@ _TRN3 = PROFILES["trn3"]
 # - 50 us per host sync: the order of a round trip through a device queue and the host link.
 _ASSUMED_GRAPH_LAUNCH_S = 20e-6
 _ASSUMED_HOST_SYNC_S = 50e-6
+
+
+def _neuroncore_v3_machine(chip: ChipProfile, instance: str, link_bandwidth_per_chip: float,
+                           sources: tuple[str, ...]) -> MachineProfile:
+    """A Trainium2 or Trainium3 instance: the chip's figures from its device profile
+    (PROFILES), the rest shared by the two generations.
+    NKI_ARCH_V3: Tensor 2.4 GHz, Vector 0.96 GHz (4x the lanes for BF16/FP16 in its performance
+    mode: 512 vs 128 elements/cycle), Scalar 1.2 GHz. MM cost and FP32 factor as NeuronCore-v2
+    (the v3 guide describes only what changed); Trainium3 assumes Trainium2's (nothing
+    published for NeuronCore-v4). Amazon EC2 Trn2 page: 3.2 Tbps EFAv3 per instance, assumed
+    for Trn3 too. Link and network steps: Trainium1's figures (FITTED there, an ASSUMPTION
+    here): nothing published per step. NKI_ATTENTION_CTE: a prompt's attention runs as the NKI
+    library's context-encoding kernel (flash attention for long sequences)."""
+    return MachineProfile(
+        name=chip.name, kind="neuron", instance=instance, chips_per_instance=chip.max_chips,
+        cores_per_chip=chip.neuron_cores_per_chip, default_lnc=chip.default_logical_nc_config,
+        hbm_bytes_per_chip=chip.hbm_bytes_per_chip,
+        hbm_bandwidth_per_chip=chip.hbm_bandwidth_bytes_per_s,
+        peak_bf16_flops_per_chip=chip.peak_bf16_flops_per_chip,
+        peak_fp8_flops_per_chip=chip.peak_fp8_flops_per_chip,
+        peak_fp32_flops_per_chip=chip.peak_fp32_flops_per_chip,
+        array=chip.partitions, tensor_clock_hz=2.4e9, moving_tile=chip.matmul_moving_fmax,
+        matmul_min_cycles=64, fp32_matmul_factor=4, sms=1,
+        vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
+        instruction_overhead_cycles=100,
+        on_chip_bytes=chip.partitions * chip.sbuf_bytes_per_partition,
+        hbm_efficiency=0.6, compute_efficiency=0.9,
+        link_bandwidth_per_chip=link_bandwidth_per_chip,
+        network_bandwidth_per_instance=3.2e12 / 8,
+        link_step_s=0.75e-6, network_step_s=7.5e-6,
+        kernel_launch_s=chip.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
+        host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        prefill_attention="flash", sources=sources)
+
 
 MACHINES: dict[str, MachineProfile] = {
     # Trainium1 (trn1.32xlarge): TRN_ARCH trainium.html: 2 NeuronCore-v2 per chip, 190 BF16 and
@@ -237,60 +279,28 @@ MACHINES: dict[str, MachineProfile] = {
         network_step_s=7.5e-6,
         kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
         host_link_bandwidth=32e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        # TNX_ATTENTION: transformers-neuronx (the stack of the Trn1 inference tables, Neuron
+        # 2.18) encodes a prompt with context_combined: the whole score matrix, then the softmax
+        # op by op. Its source today also holds an NKI flash kernel, used from 4096 tokens up;
+        # the Neuron 2.18 figures take as long per score at 4096 and 8192 tokens as at 2048
+        # (docs/time-model.md), so they were measured without it.
+        prefill_attention="materialized",
         sources=(TRN_ARCH + "trainium.html", TRN_ARCH + "trn1-arch.html",
-                 TRN_ARCH + "trainium2.html", NKI_ARCH_V2, NKI_PERF_GUIDE),
+                 TRN_ARCH + "trainium2.html", NKI_ARCH_V2, NKI_PERF_GUIDE, TNX_ATTENTION),
     ),
     # Trainium2 (trn2.48xlarge): chip figures from the device profile above (PROFILES["trn2"]);
     # TRN_ARCH trainium2.html: NeuronLink-v3 1.28 TB/s per chip; Amazon EC2 Trn2 page
     # (https://aws.amazon.com/ec2/instance-types/trn2/): 3.2 Tbps EFAv3 per trn2.48xlarge.
-    # NKI_ARCH_V3: Tensor 2.4 GHz, Vector 0.96 GHz (4x the lanes for BF16/FP16 in its
-    # performance mode: 512 vs 128 elements/cycle), Scalar 1.2 GHz. MM cost and FP32 factor as
-    # NeuronCore-v2 (the v3 guide describes only what changed).
-    "trn2": MachineProfile(
-        name="trn2", kind="neuron", instance="trn2.48xlarge", chips_per_instance=_TRN2.max_chips,
-        cores_per_chip=_TRN2.neuron_cores_per_chip, default_lnc=_TRN2.default_logical_nc_config,
-        hbm_bytes_per_chip=_TRN2.hbm_bytes_per_chip,
-        hbm_bandwidth_per_chip=_TRN2.hbm_bandwidth_bytes_per_s,
-        peak_bf16_flops_per_chip=_TRN2.peak_bf16_flops_per_chip,
-        peak_fp8_flops_per_chip=_TRN2.peak_fp8_flops_per_chip,
-        peak_fp32_flops_per_chip=_TRN2.peak_fp32_flops_per_chip,
-        array=_TRN2.partitions, tensor_clock_hz=2.4e9, moving_tile=_TRN2.matmul_moving_fmax,
-        matmul_min_cycles=64, fp32_matmul_factor=4, sms=1,
-        vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
-        instruction_overhead_cycles=100,
-        on_chip_bytes=_TRN2.partitions * _TRN2.sbuf_bytes_per_partition,
-        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=1.28e12,
-        network_bandwidth_per_instance=3.2e12 / 8,
-        # Trainium1's figures (FITTED there, an ASSUMPTION here): nothing published per step.
-        link_step_s=0.75e-6, network_step_s=7.5e-6,
-        kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
-        host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+    "trn2": _neuroncore_v3_machine(
+        _TRN2, instance="trn2.48xlarge", link_bandwidth_per_chip=1.28e12,
         sources=(TRN_ARCH + "trainium2.html", "https://aws.amazon.com/ec2/instance-types/trn2/",
-                 NKI_ARCH_V3, NKI_PERF_GUIDE),
-    ),
+                 NKI_ARCH_V3, NKI_PERF_GUIDE, NKI_ATTENTION_CTE)),
     # Trainium3: chip figures from PROFILES["trn3"]; TRN_ARCH trainium3.html: NeuronLink-v4
     # 2.56 TB/s per chip. ASSUMPTIONS: engine clocks, network and fixed costs as Trainium2 (no
     # NeuronCore-v4 engine clock or Trn3 EFA figure was found published).
-    "trn3": MachineProfile(
-        name="trn3", kind="neuron", instance="trn3 (16 chips)", chips_per_instance=_TRN3.max_chips,
-        cores_per_chip=_TRN3.neuron_cores_per_chip, default_lnc=_TRN3.default_logical_nc_config,
-        hbm_bytes_per_chip=_TRN3.hbm_bytes_per_chip,
-        hbm_bandwidth_per_chip=_TRN3.hbm_bandwidth_bytes_per_s,
-        peak_bf16_flops_per_chip=_TRN3.peak_bf16_flops_per_chip,
-        peak_fp8_flops_per_chip=_TRN3.peak_fp8_flops_per_chip,
-        peak_fp32_flops_per_chip=_TRN3.peak_fp32_flops_per_chip,
-        array=_TRN3.partitions, tensor_clock_hz=2.4e9, moving_tile=_TRN3.matmul_moving_fmax,
-        matmul_min_cycles=64, fp32_matmul_factor=4, sms=1,
-        vector_clock_hz=0.96e9, scalar_clock_hz=1.2e9, vector_lanes=128, bf16_vector_factor=4,
-        instruction_overhead_cycles=100,
-        on_chip_bytes=_TRN3.partitions * _TRN3.sbuf_bytes_per_partition,
-        hbm_efficiency=0.6, compute_efficiency=0.9, link_bandwidth_per_chip=2.56e12,
-        network_bandwidth_per_instance=3.2e12 / 8,
-        link_step_s=0.75e-6, network_step_s=7.5e-6,
-        kernel_launch_s=_TRN3.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
-        host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
-        sources=(TRN_ARCH + "trainium3.html",),
-    ),
+    "trn3": _neuroncore_v3_machine(
+        _TRN3, instance="trn3 (16 chips)", link_bandwidth_per_chip=2.56e12,
+        sources=(TRN_ARCH + "trainium3.html", NKI_ATTENTION_CTE)),
     # NVIDIA H100 SXM5 80GB (a p5.48xlarge / DGX H100 of 8): H100_DATASHEET: 989 dense BF16
     # TFLOPS (1979 with sparsity), 1979 dense FP8, 67 FP32 TFLOPS, 80 GB HBM3 at 3.35 TB/s, NVLink
     # 900 GB/s; NVIDIA H100 Tensor Core GPU Architecture whitepaper
@@ -316,6 +326,7 @@ MACHINES: dict[str, MachineProfile] = {
         link_step_s=0.75e-6, network_step_s=7.5e-6,
         kernel_launch_s=_TRN2.kernel_launch_s, graph_launch_s=_ASSUMED_GRAPH_LAUNCH_S,
         host_link_bandwidth=64e9, host_sync_s=_ASSUMED_HOST_SYNC_S,
+        prefill_attention="flash",  # PyTorch's SDPA picks its flash backend on Hopper
         sources=(H100_DATASHEET, "https://resources.nvidia.com/en-us-tensor-core/"
                  "gtc22-whitepaper-hopper", "https://aws.amazon.com/ec2/instance-types/p5/"),
     ),

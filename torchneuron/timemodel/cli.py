@@ -33,6 +33,9 @@ def add_subcommand(subparsers) -> None:
                         "residual stream over the tp ranks")
     parser.add_argument("--eager", action="store_true",
                         help="every op its own kernel (default: one compiled graph per step)")
+    parser.add_argument("--attention", choices=("flash", "materialized"), default=None,
+                        help="how attention runs (default: a prefill as the machine's inference "
+                        "stack runs it, everything else flash)")
     parser.add_argument("--top", type=int, default=8, help="ops listed (default 8)")
     parser.set_defaults(run=run)
 
@@ -47,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     p = predict(args.model, args.machine, layout, args.workload, args.batch, args.context,
                 microbatches=args.microbatches, graph=not args.eager,
                 weight_bytes=args.weight_bytes, recompute=args.recompute,
-                sequence_parallel=args.sequence_parallel)
+                sequence_parallel=args.sequence_parallel, attention=args.attention)
     pr = p.priced
     print(f"{p.model} {p.workload} on {p.machine} ({layout.describe()}), batch {p.batch}, "
           f"context {p.context}, {'eager' if args.eager else 'one compiled graph'}")

@@ -23,7 +23,7 @@ from ..runtime.profiles import MachineProfile
 from . import engines
 from .collectives import collective_s
 from .layout import Layout, machine_named
-from .price import Priced, price
+from .price import ATTENTION_KINDS, Priced, price
 from .trace import Trace, trace
 from .transformer import (RankModel, TransformerConfig, config_named, kv_caches,
                           rank_cache_bytes, rank_parameters)
@@ -103,11 +103,13 @@ def _optimizer_s(params: int, machine: MachineProfile, lnc: int) -> float:
 def predict(model: str | TransformerConfig, machine: str | MachineProfile, layout: Layout,
             workload: str, batch: int, context: int, microbatches: int = 1,
             graph: bool = True, weight_bytes: float = 2.0, recompute: bool = False,
-            sequence_parallel: bool = False) -> Prediction:
+            sequence_parallel: bool = False, attention: str | None = None) -> Prediction:
     """The step time of `model` on `machine` (a MACHINES name) under `layout`. `weight_bytes`:
     bytes a stored weight element takes (2: bf16; 1: int8 weights). `recompute`: activation
     checkpointing per layer (training); `sequence_parallel`: the residual stream split over the
-    tp ranks between layers (prefill)."""
+    tp ranks between layers (prefill). `attention` ("flash" or "materialized", price.py): how
+    attention runs; by default a prefill runs as the machine's inference stack runs it
+    (MachineProfile.prefill_attention) and training and decode as flash."""
     cfg = config_named(model) if isinstance(model, str) else model
     mach = machine_named(machine) if isinstance(machine, str) else machine
     lnc = layout.check_on(mach)
@@ -117,12 +119,18 @@ def predict(model: str | TransformerConfig, machine: str | MachineProfile, layou
         raise ValueError("pp and fsdp layouts are for training; inference splits over tp only")
     if microbatches < 1:
         raise ValueError(f"microbatches={microbatches} must be positive")
+    if attention is not None and attention not in ATTENTION_KINDS:
+        raise ValueError(f"unknown attention {attention!r}: expected one of "
+                         f"{', '.join(ATTENTION_KINDS)}")
     started = time.perf_counter()
     traced = trace_transformer(cfg, layout.tp, workload, batch, context,
                                cfg.layers // layout.pp if layout.pp > 1 else None, recompute,
                                sequence_parallel and workload == "prefill")
     trace_s = time.perf_counter() - started
-    priced = price(traced, mach, layout, graph, weight_scale=weight_bytes / 2.0)
+    if attention is None:
+        attention = mach.prefill_attention if workload == "prefill" else "flash"
+    priced = price(traced, mach, layout, graph, weight_scale=weight_bytes / 2.0,
+                   attention=attention)
     extra: dict = {}
     seconds = priced.seconds
     if workload == "train":

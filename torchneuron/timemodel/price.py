@@ -25,6 +25,11 @@ from .collectives import collective_s
 from .layout import Layout
 from .trace import OpRecord, Trace
 
+TNX_ATTENTION = ("https://github.com/aws-neuron/transformers-neuronx/blob/main/src/"
+                 "transformers_neuronx/layers/attention.py")
+TNX_SAMPLE = ("https://github.com/aws-neuron/aws-neuron-samples/blob/master/torch-neuronx/"
+              "transformers-neuronx/inference/codellama-13b-16k-sampling.ipynb")
+
 # Ops that only describe memory (views, metadata) or allocate it: no engine time.
 FREE = {"view", "_unsafe_view", "reshape", "_reshape_alias", "t", "transpose", "permute",
         "expand", "slice", "select", "unsqueeze", "squeeze", "detach", "alias", "as_strided",
@@ -107,14 +112,54 @@ def _matmul_shape(op: OpRecord) -> tuple[int, int, int, int]:
     return 1, out[0], b_operand[0], out[1]
 
 
-def _attention_cost(op: OpRecord, machine: MachineProfile, lnc: int) -> engines.OpCost:
+ATTENTION_KINDS = ("flash", "materialized")
+# Materialized attention (no flash kernel): transformers-neuronx's context encoding
+# (TNX_ATTENTION, context_combined and hlo.softmax) computes the whole score matrix S = Q K^T in
+# float32, masks it, and runs the softmax op by op: reduce_max, subtract, exp, reduce_sum,
+# divide, then casts the probabilities to the model's 16-bit type for P V. The samples the Trn1
+# figures come from compile with NEURON_CC_FLAGS=-O1 (TNX_SAMPLE), so each op is taken to be
+# its own pass. When the scores do not fit on chip, each pass crosses HBM; bytes per score:
+#   S written (4), mask read+write (8), max read (4), subtract read+write (8), exp read+write
+#   (8), sum read (4), divide read+write (8), cast read 4 + write 2 (6), P read by P V (2).
+MATERIALIZED_BYTES_PER_SCORE = 4 + 8 + 4 + 8 + 8 + 4 + 8 + 6 + 2
+# Vector Engine input passes over the scores (exp runs on the Scalar Engine): mask (2 inputs),
+# max (1), subtract (2), sum (1), divide (2), cast (1).
+MATERIALIZED_VECTOR_PASSES = 9
+MATERIALIZED_VECTOR_INSTRUCTIONS = 6
+
+
+def _materialized_attention(batch_heads: int, lq: int, d: int, lk: int, machine: MachineProfile,
+                            lnc: int, dtype: torch.dtype) -> engines.OpCost:
+    """Attention with its score matrix materialized (MATERIALIZED_BYTES_PER_SCORE): both
+    matmuls over the whole square (the causal mask is applied to computed scores, nothing is
+    skipped), the softmax's passes on the Vector and Scalar Engines, and the scores' trips
+    through HBM when they do not fit on chip (the caller adds the Q, K, V and output bytes)."""
+    scores = batch_heads * lq * lk
+    on_chip = machine.on_chip_bytes * (lnc if machine.kind == "neuron" else 1)
+    spilled = scores * MATERIALIZED_BYTES_PER_SCORE if scores * 4 > on_chip else 0
+    return engines.OpCost(
+        tensor=(engines.tensor_engine_s(lq, d, lk, machine, lnc, dtype, batch_heads)
+                + engines.tensor_engine_s(lq, lk, d, machine, lnc, dtype, batch_heads)),
+        scalar=engines.scalar_engine_s(scores, machine, lnc),
+        vector=engines.vector_engine_s(scores, machine, lnc, MATERIALIZED_VECTOR_PASSES,
+                                       torch.float32, MATERIALIZED_VECTOR_INSTRUCTIONS),
+        dma=engines.dma_s(spilled, machine, lnc))
+
+
+def _attention_cost(op: OpRecord, machine: MachineProfile, lnc: int,
+                    attention: str = "flash") -> engines.OpCost:
     """Fused attention (flash): two matmuls per head on the Tensor Engine, the softmax's exp on
-    the Scalar Engine; causal masking of a square problem skips half of both."""
+    the Scalar Engine; causal masking of a square problem skips half of both. `attention`
+    "materialized": a forward pass over more than one query position runs as
+    _materialized_attention instead (decode's single query row stays on chip either way)."""
     q, k = op.inputs[0].shape, op.inputs[1].shape
     if len(q) < 4:
         return engines.OpCost()
     batch_heads, lq, d, lk = q[0] * q[1], q[2], q[3], k[2]
     backward = "backward" in op.name
+    if attention == "materialized" and not backward and lq > 1:
+        return _materialized_attention(batch_heads, lq, d, lk, machine, lnc,
+                                       op.inputs[0].dtype)
     passes = 2.5 if backward else 1.0  # backward: dQ, dK, dV and the recomputed scores
     causal = 0.5 if lq == lk and lq > 1 else 1.0
     dtype = op.inputs[0].dtype
@@ -128,8 +173,9 @@ def _attention_cost(op: OpRecord, machine: MachineProfile, lnc: int) -> engines.
 
 
 def op_cost(op: OpRecord, machine: MachineProfile, lnc: int, graph: bool = True,
-            weight_scale: float = 1.0) -> engines.OpCost:
-    """The engine terms of one traced op on one rank (collectives and host ops excluded)."""
+            weight_scale: float = 1.0, attention: str = "flash") -> engines.OpCost:
+    """The engine terms of one traced op on one rank (collectives and host ops excluded).
+    `attention`: how attention runs, one of ATTENTION_KINDS (_attention_cost)."""
     name = op.name
     if name in FREE or not op.outputs and name not in MATMULS:
         return engines.OpCost()
@@ -146,8 +192,8 @@ def op_cost(op: OpRecord, machine: MachineProfile, lnc: int, graph: bool = True,
                               vector=engines.vector_engine_s(dequant, machine, lnc,
                                                              dtype=torch.int8), dma=dma)
     if _is_attention(name):
-        cost = _attention_cost(op, machine, lnc)
-        cost.dma = dma
+        cost = _attention_cost(op, machine, lnc, attention)
+        cost.dma += dma
         return cost
     if name in MOVES:
         return engines.OpCost(dma=dma)
@@ -177,9 +223,13 @@ def _host_stall_s(op: OpRecord, machine: MachineProfile) -> float:
 
 
 def price(trace: Trace, machine: MachineProfile, layout: Layout, graph: bool = True,
-          weight_scale: float = 1.0) -> Priced:
+          weight_scale: float = 1.0, attention: str = "flash") -> Priced:
     """The trace of one rank's work, priced on `machine` under `layout`. `weight_scale`: bytes
-    of a stored weight per byte of its traced dtype (0.5: int8 weights traced as bf16)."""
+    of a stored weight per byte of its traced dtype (0.5: int8 weights traced as bf16).
+    `attention`: one of ATTENTION_KINDS (_attention_cost)."""
+    if attention not in ATTENTION_KINDS:
+        raise ValueError(f"unknown attention {attention!r}: expected one of "
+                         f"{', '.join(ATTENTION_KINDS)}")
     lnc = layout.check_on(machine)
     groups = {"tp": layout.tp, "dp": layout.dp, "fsdp": layout.fsdp, "pp": layout.pp}
     result = Priced()
@@ -197,7 +247,7 @@ def price(trace: Trace, machine: MachineProfile, layout: Layout, graph: bool = T
             result.stall_s += seconds
             result.add(op.name + " (host)", seconds)
             continue
-        cost = op_cost(op, machine, lnc, graph, weight_scale)
+        cost = op_cost(op, machine, lnc, graph, weight_scale, attention)
         if cost.seconds == 0.0:
             continue
         if not graph:
