@@ -1,5 +1,6 @@
 """The op battery's copy of a CPU sample on neuron (cases.to_device) is the sample autograd and
-the kernels see on the CPU: views made without grad mode get no gradient of their own, a real
+the kernels see on the CPU: views made without grad mode get no gradient of their own (unless
+given requires_grad themselves), a real
 view of a complex base keeps its values, an as_strided view keeps its place in its base, and a
 plain tensor stays a leaf that requires grad. A sample that cannot be moved is a failure of that
 sample (runner), and the OpInfo's other samples still run."""
@@ -31,6 +32,21 @@ def test_a_view_made_without_grad_gets_no_gradient_on_either_side(make_view):
                               allow_unused=True)
     assert cpu[0] is None and got[0] is None
     torch.testing.assert_close(got[1].cpu(), cpu[1])
+
+
+@pytest.mark.parametrize("base_requires_grad", [True, False])
+def test_a_view_given_requires_grad_itself_is_a_leaf_with_a_gradient(base_requires_grad):
+    # dot's sample: x.conj().requires_grad_() of an x that requires grad; cholesky_solve's: a
+    # view of a base that does not.
+    base = torch.randn(8, dtype=torch.complex64).requires_grad_(base_requires_grad)
+    with torch.no_grad():
+        views = [base.conj().requires_grad_(), base[1:5].requires_grad_()]
+    for view in views:
+        moved = to_device(view, "neuron")
+        assert moved.is_leaf and moved.requires_grad
+        cpu = torch.autograd.grad((view * 2).sum().abs(), view)[0]
+        got = torch.autograd.grad((moved * 2).sum().abs(), moved)[0]
+        torch.testing.assert_close(got.cpu(), cpu)
 
 
 def test_a_real_view_of_a_complex_base_keeps_its_values():

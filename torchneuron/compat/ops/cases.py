@@ -202,14 +202,15 @@ def _moved_tensor(obj: torch.Tensor, device: str) -> torch.Tensor:
     - a view made in no-grad mode (as every OpInfo sample is: the sample functions run under
       no_grad) of a base that requires grad reads requires_grad=True but gets no gradient of its
       own (None, as for an input the output does not use; istft's `window=window[:8]`), so its
-      copy is such a view too, of a copy of the base that requires grad;
+      copy is such a view too, of a copy of the base that requires grad (a view given
+      requires_grad_() itself, dot's `x.conj().requires_grad_()`, is a leaf and has one);
     - any other tensor keeps requires_grad as a fresh leaf."""
     base = obj._base
     # (conj/neg views keep their bits through a plain copy instead)
     in_base = (base is not None and obj.layout == torch.strided and obj.dtype == base.dtype
                and base.is_contiguous() and base.storage_offset() == 0 and not obj.is_conj()
                and not obj.is_neg())
-    no_gradient = base is not None and obj.requires_grad and obj.grad_fn is None
+    no_gradient = obj.requires_grad and not _has_gradient_edge(obj)
     with torch.no_grad():
         moved = (base if in_base else obj).detach().to(device)
         if no_gradient:
@@ -219,3 +220,13 @@ def _moved_tensor(obj: torch.Tensor, device: str) -> torch.Tensor:
         elif no_gradient:
             moved = moved.view_as(moved)
     return moved if no_gradient else moved.requires_grad_(obj.requires_grad)
+
+
+def _has_gradient_edge(t: torch.Tensor) -> bool:
+    """Whether autograd gives `t` (which requires grad) a gradient of its own: a grad_fn, or a
+    leaf's accumulator, which an op on `t` points at (torch.autograd.graph.get_gradient_edge reads
+    it so). A view made in no-grad mode of a base that requires grad has neither."""
+    if t.grad_fn is not None:
+        return True
+    with torch.enable_grad():
+        return t.view_as(t).grad_fn.next_functions[0][0] is not None
