@@ -70,6 +70,15 @@ def test_an_as_strided_view_keeps_its_place_and_a_leaf_stays_a_leaf():
     assert moved_leaf is again and moved_leaf.is_leaf and moved_leaf.requires_grad
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_a_sparse_leaf_stays_a_leaf():
+    # Sparse tensors have no views to read a gradient edge from (aten::view has no sparse kernel).
+    for sparse in (torch.randn(3, 3).to_sparse(), torch.randn(3, 3).to_sparse_csr()):
+        moved = to_device(sparse.requires_grad_(), "neuron")
+        assert moved.layout == sparse.layout and moved.is_leaf and moved.requires_grad
+        torch.testing.assert_close(moved.detach().cpu().to_dense(), sparse.detach().to_dense())
+
+
 def _istft_unit():
     dbs = cases.databases()
     (unit,) = cases.enumerate_units({"op_db": dbs["op_db"]}, ["istft"], ["complex64"])

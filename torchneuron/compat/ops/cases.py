@@ -210,7 +210,7 @@ def _moved_tensor(obj: torch.Tensor, device: str) -> torch.Tensor:
     in_base = (base is not None and obj.layout == torch.strided and obj.dtype == base.dtype
                and base.is_contiguous() and base.storage_offset() == 0 and not obj.is_conj()
                and not obj.is_neg())
-    no_gradient = obj.requires_grad and not _has_gradient_edge(obj)
+    no_gradient = base is not None and obj.requires_grad and not _has_gradient_edge(obj)
     with torch.no_grad():
         moved = (base if in_base else obj).detach().to(device)
         if no_gradient:
@@ -223,9 +223,9 @@ def _moved_tensor(obj: torch.Tensor, device: str) -> torch.Tensor:
 
 
 def _has_gradient_edge(t: torch.Tensor) -> bool:
-    """Whether autograd gives `t` (which requires grad) a gradient of its own: a grad_fn, or a
-    leaf's accumulator, which an op on `t` points at (torch.autograd.graph.get_gradient_edge reads
-    it so). A view made in no-grad mode of a base that requires grad has neither."""
+    """Whether autograd gives `t`, a view that requires grad, a gradient of its own: a grad_fn,
+    or a leaf's accumulator, which an op on `t` points at (torch.autograd.graph.get_gradient_edge
+    reads it so). A view made in no-grad mode of a base that requires grad has neither."""
     if t.grad_fn is not None:
         return True
     with torch.enable_grad():
