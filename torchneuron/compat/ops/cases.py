@@ -176,23 +176,12 @@ def _skip_reason(dec) -> str | None:
 
 def to_device(obj, device: str, memo: dict | None = None):
     """A sample moved to `device`, as a sample built for the device would be: tensors copied
-    (requires_grad kept on fresh leaves; two references to one tensor stay two references to one
-    copy; a view keeps its place in a copy of its whole base, as_strided samples rely on it), and
-    "cpu" device arguments (factory functions, Tensor.to) retargeted."""
+    (see _moved_tensor; two references to one tensor stay two references to one copy), and "cpu"
+    device arguments (factory functions, Tensor.to) retargeted."""
     memo = {} if memo is None else memo
     if isinstance(obj, torch.Tensor):
         if id(obj) not in memo:
-            with torch.no_grad():
-                base = obj._base
-                # (conj/neg views keep their bits through a plain copy instead)
-                if (base is not None and obj.layout == torch.strided and base.is_contiguous()
-                        and base.storage_offset() == 0 and not obj.is_conj()
-                        and not obj.is_neg()):
-                    base = obj._base.detach().to(device)
-                    t = base.as_strided(obj.size(), obj.stride(), obj.storage_offset())
-                else:
-                    t = obj.detach().to(device)
-            memo[id(obj)] = t.requires_grad_(obj.requires_grad)
+            memo[id(obj)] = _moved_tensor(obj, device)
         return memo[id(obj)]
     if isinstance(obj, torch.device):
         return torch.device(device) if obj.type == "cpu" else obj
@@ -203,3 +192,41 @@ def to_device(obj, device: str, memo: dict | None = None):
     if type(obj) is dict:
         return {k: to_device(v, device, memo) for k, v in obj.items()}
     return obj
+
+
+def _moved_tensor(obj: torch.Tensor, device: str) -> torch.Tensor:
+    """A copy of one sample tensor on `device` that autograd treats as it treats `obj`:
+    - a view keeps its place in a copy of its whole base (as_strided samples read memory outside
+      the view), where the base holds the view's dtype (a real view of a complex base, such as
+      `window.real[:8]`, is copied on its own: its strides count elements of the other dtype);
+    - a view made in no-grad mode (as every OpInfo sample is: the sample functions run under
+      no_grad) of a base that requires grad reads requires_grad=True but gets no gradient of its
+      own (None, as for an input the output does not use; istft's `window=window[:8]`), so its
+      copy is such a view too, of a copy of the base that requires grad (a view given
+      requires_grad_() itself, dot's `x.conj().requires_grad_()`, is a leaf and has one);
+    - any other tensor keeps requires_grad as a fresh leaf."""
+    base = obj._base
+    # (conj/neg views keep their bits through a plain copy instead)
+    in_base = (base is not None and obj.layout == torch.strided and obj.dtype == base.dtype
+               and base.is_contiguous() and base.storage_offset() == 0 and not obj.is_conj()
+               and not obj.is_neg())
+    no_gradient = base is not None and obj.requires_grad and not _has_gradient_edge(obj)
+    with torch.no_grad():
+        moved = (base if in_base else obj).detach().to(device)
+        if no_gradient:
+            moved.requires_grad_()
+        if in_base:
+            moved = moved.as_strided(obj.size(), obj.stride(), obj.storage_offset())
+        elif no_gradient:
+            moved = moved.view_as(moved)
+    return moved if no_gradient else moved.requires_grad_(obj.requires_grad)
+
+
+def _has_gradient_edge(t: torch.Tensor) -> bool:
+    """Whether autograd gives `t`, a view that requires grad, a gradient of its own: a grad_fn,
+    or a leaf's accumulator, which an op on `t` points at (torch.autograd.graph.get_gradient_edge
+    reads it so). A view made in no-grad mode of a base that requires grad has neither."""
+    if t.grad_fn is not None:
+        return True
+    with torch.enable_grad():
+        return t.view_as(t).grad_fn.next_functions[0][0] is not None

@@ -156,8 +156,21 @@ class UnitRunner:
             for i, sample in enumerate(samples):
                 if (i + 1) * n <= start:
                     continue
-                neuron_sample = _Sample(*to_device((sample.input, sample.args, sample.kwargs),
-                                                   DEVICE), sample.output_process_fn_grad)
+                try:
+                    neuron_sample = _Sample(*to_device((sample.input, sample.args,
+                                                        sample.kwargs), DEVICE),
+                                            sample.output_process_fn_grad)
+                except Exception as e:  # noqa: BLE001
+                    # A sample that cannot be moved is this sample's failure, not the OpInfo's
+                    # (whose other samples still run): "could not build samples" hid a real
+                    # view of a complex window that the copy misplaced (cases._moved_tensor).
+                    case = i * n
+                    if case >= start:
+                        begin(case)
+                        end(case, {"case": case, "sample": i, "variant": "forward",
+                                   "status": "error", "type": type(e).__name__,
+                                   "message": "moving the sample to neuron: " + first_line(e)})
+                    continue
                 cache: dict = {}
                 for v, variant in enumerate(VARIANTS):
                     case = i * n + v
