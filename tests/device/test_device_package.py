@@ -36,6 +36,8 @@ PUBLIC_NAMES = {
     "device_memory_used", "utilization", "temperature", "power_draw", "clock_rate", "memory_usage",
     # torch.cuda's legacy typed names (issue 18) and IPC collection (issue 23)
     *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES, "ipc_collect",
+    # the readiness accounting and its contract (issue 52; docs/readiness.md)
+    "expect", "ExpectationError", "readiness_summary", "reset_readiness",
 }
 
 RUNTIME_DIR = pathlib.Path(torchneuron.__file__).parent / "runtime"

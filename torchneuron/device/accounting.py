@@ -38,7 +38,7 @@ SCHEMA_VERSION = 1
 
 _lock = threading.Lock()
 _users = 0  # start() calls not yet stopped
-_metrics_base = 0  # Dynamo compilation metrics before the last reset
+_metrics_base: Any = None  # the newest Dynamo compilation record at the last reset
 _dynamic_uses: list[dict[str, str]] = []  # mark_dynamic calls, while on
 _original_mark_dynamic = None
 
@@ -132,7 +132,7 @@ def reset_readiness() -> None:
     _C._accounting_reset()
     with _lock:
         _dynamic_uses.clear()
-        _metrics_base = len(_compilation_metrics())
+        _metrics_base = _newest_metric()
 
 
 def _compilation_metrics() -> list[Any]:
@@ -142,12 +142,28 @@ def _compilation_metrics() -> list[Any]:
     return list(get_compilation_metrics())
 
 
+def _newest_metric() -> Any:
+    """The newest compilation record, or None: a point in Dynamo's record list. The list is
+    bounded (it drops its oldest records), so a position in it is no mark; a record is."""
+    metrics = _compilation_metrics()
+    return metrics[-1] if metrics else None
+
+
+def _metrics_since(mark: Any) -> list[Any]:
+    """The records Dynamo added after `mark` (all of them when `mark` is None or was dropped)."""
+    metrics = _compilation_metrics()
+    for i in range(len(metrics) - 1, -1, -1):
+        if metrics[i] is mark:
+            return metrics[i + 1:]
+    return metrics
+
+
 @dataclass
 class _Point:
     """The counts at one moment; a block's counts are the difference of two points."""
 
     records: dict[tuple[str, str, str], tuple]
-    metrics: int
+    metrics: Any  # the newest compilation record then (_newest_metric)
     dynamic_uses: int
 
 
@@ -155,7 +171,7 @@ def _point() -> _Point:
     records = {(r[0], r[1], r[2]): r for r in _C._accounting_records()}
     with _lock:
         uses = len(_dynamic_uses)
-    return _Point(records, len(_compilation_metrics()), uses)
+    return _Point(records, _newest_metric(), uses)
 
 
 def _relative(location: str) -> str:
@@ -191,9 +207,7 @@ def _summarize(before: _Point | None, after: _Point, peak_bytes: int) -> dict[st
                 site["first_signature"] = detail  # a recompile's detail is a later signature
             else:
                 site["recompiles"] += count
-    metrics = _compilation_metrics()
-    first = before.metrics if before is not None else _metrics_base
-    new_metrics = metrics[first:] if first <= len(metrics) else metrics
+    new_metrics = _metrics_since(before.metrics if before is not None else _metrics_base)
     dynamo_recompiles = [
         {"function": m.co_name, "location": _relative(f"{m.co_filename}:{m.co_firstlineno}"),
          "reason": m.recompile_reason}
