@@ -156,9 +156,11 @@ c10::IValue to_neuron_results(const c10::IValue& v, AliasSession& session,
 }
 
 // Runs the op on the calling thread (after queued work: the launch decision said inline, or its
-// CPU aliases settle the device) and leaves its neuron results on the stack.
+// CPU aliases settle the device) and leaves its neuron results on the stack. A signature's first
+// call is confirmed against its meta answer (`check`) while the call's CPU aliases still live:
+// which results are arguments, views or fresh memory is read through them.
 void run_now(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
-             c10::DeviceIndex device) {
+             c10::DeviceIndex device, RecipeCheck* check) {
   const auto& schema = op.schema();
   const std::size_t num_args = schema.arguments().size();
   const std::size_t begin = stack->size() - num_args;
@@ -174,6 +176,7 @@ void run_now(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::
     v = to_neuron_results(v, session, op.operator_name());
   }
   if (activity.active()) activity.outputs(&(*stack)[rbegin], num_returns);
+  if (check != nullptr) check->confirm(*stack, num_returns);
 }
 
 std::int64_t neuron_bytes(const c10::IValue* values, std::size_t n) {
@@ -195,7 +198,7 @@ void run_host_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
   const std::int64_t to_host = neuron_bytes(&(*stack)[stack->size() - num_args], num_args);
   launch::settle();
   const auto start = std::chrono::steady_clock::now();
-  run_now(op, ks, stack, device);
+  run_now(op, ks, stack, device, nullptr);
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
   const std::size_t num_returns = op.schema().returns().size();
@@ -331,8 +334,7 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     return;
   }
 
-  run_now(op, ks, stack, device);
-  recipe_check.confirm(*stack, schema.returns().size());
+  run_now(op, ks, stack, device, &recipe_check);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

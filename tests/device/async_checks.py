@@ -449,7 +449,10 @@ def check_threads_waiting_for_room_all_finish():
     import threading
 
     starts = {i: torch.full((16,), float(i), device="neuron") for i in (1, 2)}
-    queue_once(lambda: starts[1] * 1.0 + 1)
+    # Each op of the chain warmed on a busy device: after the first op's warm-up call waits for
+    # the device, the second would run inline on the idle device and never be learned.
+    queue_once(lambda: starts[1] * 1.0)
+    queue_once(lambda: starts[1] + 1)
     torch.neuron._sleep(200_000_000)
     results, most = {}, {}
 
