@@ -22,6 +22,12 @@ import torch
 # bf16 autocast: matmul and convolution sums come out in another order on the two devices, and
 # each step's weights feed the next; bf16's own tolerance (assert_close's default for bf16).
 BF16_TOLERANCE = {"atol": 1e-5, "rtol": 1.6e-2}
+# Under bf16 autocast the CPU does not agree with itself: the same steps at one intra-op thread
+# and at its default count (2) differ by 4.4%, 5.1% and 22% (steps 0-2, measured), because a
+# kernel's split decides the order of its bf16 sums (the loss is 11% off float32's at step 0), and
+# batch norm over 4 images of 2x2 final pixels amplifies that order. Neuron, which runs the same
+# kernels at the same thread count, differs from the CPU by 0.03%, 1.5% and 0.25%. So neuron's
+# bf16 losses are held to bf16's tolerance plus the CPU's own spread at each step.
 
 
 def synthetic_images(steps: int, batch: int, size: int, classes: int, seed: int):
@@ -34,9 +40,10 @@ def synthetic_images(steps: int, batch: int, size: int, classes: int, seed: int)
 
 def train_resnet(model: torch.nn.Module, device: str, data, autocast: bool) -> list[torch.Tensor]:
     model = model.to(device, memory_format=torch.channels_last).train()
-    # A small step: random-init ResNet-50 diverges at larger ones, and a diverging loss
-    # amplifies bf16's rounding differences step by step.
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    # A small step: at lr 0.01 the loss of random-init ResNet-50 under bf16 autocast already rose
+    # (1.5 to 3.3 by step 2), and a diverging loss amplifies bf16's rounding differences step by
+    # step (neuron and the CPU then differed by 5-6%; at 0.001 by 0.03-1.5%).
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
     losses = []
     for images, labels in data:
         images = images.to(device).contiguous(memory_format=torch.channels_last)
@@ -77,6 +84,34 @@ def detection_steps(model: torch.nn.Module, device: str, batch, steps: int = 2) 
     return {k: torch.stack(v) for k, v in history.items()}
 
 
+def cpu_spread(resnet: torch.nn.Module, data) -> torch.Tensor:
+    """The bf16 run again on the CPU at one intra-op thread (the thread count put back)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return torch.stack(train_resnet(copy.deepcopy(resnet), "cpu", data, True))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def losses_differ(got, expected) -> str | None:
+    try:
+        torch.testing.assert_close(got, expected)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+def outside_cpu_spread(neuron: torch.Tensor, cpu: torch.Tensor, cpu_one_thread: torch.Tensor) -> str | None:
+    """Steps where neuron is further from the CPU than the CPU is from itself (one thread against
+    its default count), beyond bf16's tolerance."""
+    allowed = ((cpu - cpu_one_thread).abs() + BF16_TOLERANCE["atol"]
+               + BF16_TOLERANCE["rtol"] * cpu.abs())
+    off = [f"step {i}: |neuron - CPU| {d:.4g} > {a:.4g}"
+           for i, (d, a) in enumerate(zip((neuron - cpu).abs().tolist(), allowed.tolist())) if d > a]
+    return "; ".join(off) or None
+
+
 def main() -> int:
     import torchvision
 
@@ -94,25 +129,28 @@ def main() -> int:
     data = synthetic_images(args.steps, args.batch, args.size, 10, args.seed)
     timings = {}
     # float32 first (the same kernels: losses equal at float32's tolerance), then bf16 autocast
-    # (at bf16's tolerance).
-    for autocast, tolerance in ((False, {}), (True, BF16_TOLERANCE)):
+    # (within the CPU's own spread, above).
+    for autocast in (False, True):
         results = {}
         for device in ("cpu", "neuron"):
             start = time.perf_counter()
-            results[device] = train_resnet(copy.deepcopy(resnet), device, data, autocast)
+            results[device] = torch.stack(train_resnet(copy.deepcopy(resnet), device, data, autocast))
             timings[device] = time.perf_counter() - start
         print(f"ResNet-50, {'bf16 autocast' if autocast else 'float32'}, channels_last, "
               f"{args.steps} steps of {args.batch} {args.size}x{args.size} images "
               f"(CPU {timings['cpu']:.1f} s, neuron {timings['neuron']:.1f} s)")
+        spread = cpu_spread(resnet, data) if autocast else None
         for step, (c, n) in enumerate(zip(results["cpu"], results["neuron"])):
-            print(f"  step {step}: loss CPU {c.item():.6f}  neuron {n.item():.6f}")
-        try:
-            torch.testing.assert_close(torch.stack(results["neuron"]), torch.stack(results["cpu"]),
-                                       **tolerance)
-            print("  losses equal the CPU's")
-        except AssertionError as e:
+            own = "" if spread is None else f"  (CPU at 1 thread {spread[step].item():.6f})"
+            print(f"  step {step}: loss CPU {c.item():.6f}  neuron {n.item():.6f}{own}")
+        problem = (losses_differ(results["neuron"], results["cpu"]) if spread is None
+                   else outside_cpu_spread(results["neuron"], results["cpu"], spread))
+        if problem:
             ok = False
-            print(f"  LOSSES DIFFER: {e}")
+            print(f"  LOSSES DIFFER: {problem}")
+        else:
+            print("  losses equal the CPU's" if spread is None
+                  else "  losses within the CPU's own spread at every step")
 
     batch = detection_batch(args.detection_size, args.seed)
     for name in ("fasterrcnn_resnet50_fpn", "retinanet_resnet50_fpn"):
@@ -132,12 +170,12 @@ def main() -> int:
               f"(CPU {timings['cpu']:.1f} s, neuron {timings['neuron']:.1f} s)")
         for k in got["cpu"]:
             print(f"  {k}: CPU {got['cpu'][k].tolist()}  neuron {got['neuron'][k].tolist()}")
-        try:
-            torch.testing.assert_close(got["neuron"], got["cpu"])
-            print("  losses equal the CPU's")
-        except AssertionError as e:
+        problem = losses_differ(got["neuron"], got["cpu"])
+        if problem:
             ok = False
-            print(f"  LOSSES DIFFER: {e}")
+            print(f"  LOSSES DIFFER: {problem}")
+        else:
+            print("  losses equal the CPU's")
     return 0 if ok else 1
 
 

@@ -96,3 +96,22 @@ def test_a_bad_value_is_a_clear_error():
         config.load({"NEURON_RNG": "gpu"})
     assert config.load({}).rng == "device"
     assert config.load({"NEURON_RNG": " CPU "}).rng == "cpu"
+
+
+def test_the_setting_switches_at_run_time_and_back():
+    # What the vision battery does around each model (compat/vision/models.py): after the
+    # device's first use, since reading the configuration applies NEURON_RNG itself.
+    from torchneuron.device import random as neuron_random
+
+    torch.neuron.init()
+    before = neuron_random.draws_from_cpu_generator()
+    try:
+        neuron_random.draw_from_cpu_generator(True)
+        assert neuron_random.draws_from_cpu_generator()
+        torch.manual_seed(7)
+        expected = torch.randperm(50)
+        torch.manual_seed(7)
+        torch.testing.assert_close(torch.randperm(50, device="neuron").cpu(), expected)
+    finally:
+        neuron_random.draw_from_cpu_generator(before)
+    assert neuron_random.draws_from_cpu_generator() == before

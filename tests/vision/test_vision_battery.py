@@ -34,8 +34,12 @@ def test_transforms_v2_on_neuron_tensors_and_in_a_dataloader_match_cpu():
     _check(transforms.cases())
 
 
-def test_a_classifier_and_a_detector_match_cpu_forward_and_backward():
-    _check(select(models.cases(), ["resnet18", "retinanet_resnet50_fpn"]))
+def test_a_classifier_and_detectors_match_cpu_forward_and_backward():
+    # Faster R-CNN's training step samples with torch.randperm (the case draws from the CPU's
+    # generator on neuron); the MobileNet FPN detector's random-init scores tied, until the case
+    # broke the ties (models._break_score_ties).
+    _check(select(models.cases(), ["resnet18", "fasterrcnn_mobilenet_v3_large_320_fpn",
+                                   "fasterrcnn_mobilenet_v3_large_fpn"]))
 
 
 def test_nms_with_boxes_and_scores_on_different_devices_is_refused():

@@ -74,7 +74,18 @@ def seed_all() -> None:
 
 def apply_rng_setting(config) -> None:
     """NEURON_RNG, applied when the configuration is read (torchneuron/__init__.py)."""
-    _C._set_draws_from_cpu_generator(config.rng == "cpu")
+    draw_from_cpu_generator(config.rng == "cpu")
+
+
+def draw_from_cpu_generator(enabled: bool) -> None:
+    """What NEURON_RNG=cpu sets (see above), for a program that compares its random draws with
+    the CPU's, such as a battery whose models sample with torch.randperm. The configuration
+    applies its own setting when it is read (at the device's first use): set this after."""
+    _C._set_draws_from_cpu_generator(enabled)
+
+
+def draws_from_cpu_generator() -> bool:
+    return _C._draws_from_cpu_generator()
 
 
 def initial_seed() -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from ..staged import Case
+from ...device.random import draw_from_cpu_generator, draws_from_cpu_generator
+from ..staged import Case, seed_everything
 from .moving import to_device
 
 # Modules whose names list_models uses for each task (quantization is left out: its models
@@ -101,7 +102,22 @@ def _build(task: str, name: str):
         # Their builders warn without init_weights; the auxiliary heads of training mode need
         # 299-pixel images, so the training sample runs the main path.
         kwargs.update(init_weights=True, aux_logits=False)
-    return M.get_model(name, weights=None, **kwargs)
+    model = M.get_model(name, weights=None, **kwargs)
+    if task == "detection":
+        _break_score_ties(model)
+    return model
+
+
+def _break_score_ties(model: torch.nn.Module) -> None:
+    """Random-init detectors score many boxes exactly alike (fasterrcnn_mobilenet_v3_large_fpn:
+    46 of its 100 detections tie at the top score), and then which boxes survive topk and NMS
+    depends on how each device's sort orders equal keys, which PyTorch leaves open (CUDA's and
+    the CPU's differ too). Seeded noise on every parameter makes the scores distinct, so both
+    devices must keep the same boxes."""
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.01)
 
 
 # The CPU run's freshly built model, copied for the neuron run: random initialization of the
@@ -140,7 +156,14 @@ def _scalar_loss(task: str, out) -> torch.Tensor:
 
 
 def run(task: str, name: str, device: str):
-    model = _fresh_model(task, name).to(device)
+    model = _fresh_model(task, name).to(device)  # the neuron side's first device use
+    # The CPU's side built the model (random init draws from the generator) and the neuron side
+    # copies it (no draws): seeded again here, both sides' own draws start from the same state.
+    # The detectors' training samples draw anchors and proposals with torch.randperm, so neuron's
+    # random ops draw from the CPU's generator during the case (NEURON_RNG=cpu's setting).
+    seed_everything()
+    drew_from_cpu = draws_from_cpu_generator()
+    draw_from_cpu_generator(True)
     try:
         x, targets = to_device(_inputs(task, name), device)
         model.eval()
@@ -154,6 +177,7 @@ def run(task: str, name: str, device: str):
             yield "backward", [("loss", loss.detach())] + [
                 (n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
     finally:
+        draw_from_cpu_generator(drew_from_cpu)
         # Runs when the runner drops the generator. The device keeps freed blocks cached, as
         # CUDA's allocator does: 109 builders' worth grew one battery process to 17.5 GB (the
         # OOM killer stopped it at case 85).
