@@ -453,7 +453,9 @@ def check_threads_waiting_for_room_all_finish():
     # the device, the second would run inline on the idle device and never be learned.
     queue_once(lambda: starts[1] * 1.0)
     queue_once(lambda: starts[1] + 1)
-    torch.neuron._sleep(200_000_000)
+    # Longer than the threads take to start on a loaded host: behind a 0.2 s spin, a suite run
+    # under load 5 saw the queue never fill (every op inline, as on an idle device).
+    torch.neuron._sleep(500_000_000)
     results, most = {}, {}
 
     def work(i):
