@@ -28,7 +28,7 @@ def test_the_run_replaces_its_types_and_keeps_the_others_sorted():
         ("aimv2", "pass"), ("bert", "pass"), ("dbrx", "pass"), ("llama", "pass")]
     assert meta["command"] == ("torchneuron compat models --jobs 2, then torchneuron compat models "
                                "--only dbrx aimv2 --update (2 model types)")
-    assert meta["seconds"] == 1660.0 and meta["torch"] == "new"
+    assert meta["seconds"] == 1660.0 and meta["torch"] == "old"  # the report's own torch stays
     assert meta["minilm"] == {"ok": True}  # not run now: the previous result stays
     # Records from before records named their torch ran under the previous report's.
     assert {r["model_type"]: r.get("torch") for r in records} == {
@@ -54,14 +54,17 @@ def test_the_types_needing_timm_are_those_untried_for_it_and_those_run_for_it_be
     records, meta = merged(previous, [_full("timm_wrapper", "2.14")],
                            {"command": "torchneuron compat models --needs-timm", "seconds": 1.0,
                             "torch": "2.14"})
-    # The merged report still runs it again: it ran under another torch than the report's own.
+    # The merged report still runs it again: it ran under another torch than the report's own,
+    # however few the report's own types are.
     assert report.needing_timm({"meta": meta, "records": records}) == ["timm_wrapper"]
+    assert report.needing_timm({"meta": meta, "records": records[-1:] + [
+        _full(f"t{i}", "2.14") for i in range(5)]}) == ["timm_wrapper"] + [f"t{i}" for i in range(5)]
     assert report.untried_reason(_full("t", "2.13", _TIMM)) == report.NEEDS_TIMM
 
 
 def test_the_report_says_which_torch_each_type_ran_under():
     records = [_full("bert", "2.13"), _full("detr", "2.14"), _full("gpt2", "2.13")]
-    text = report.markdown(records, {"transformers": "5", "torch": "2.14", "command": "c"})
+    text = report.markdown(records, {"transformers": "5", "torch": "2.13", "command": "c"})
     assert "torch 2.13 (2 model types); torch 2.14 (1 model types: detr)" in text
     assert "| s neuron | torch | cause |" in text
     assert "| detr | C | vision | pass | pass | pass | n/a |  | 1.00 | 1.00 | 2.14 |  |" in text

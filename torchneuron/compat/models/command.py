@@ -41,13 +41,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def merged(previous: dict, records: list[dict], meta: dict) -> tuple[list[dict], dict]:
     """The previous report's records with this run's in their place (sorted by model type), and
-    its meta with this run's command and seconds added to what it says it was made of."""
+    its meta with this run's command and seconds added to what it says it was made of. The
+    report's torch stays the previous one's: records name their own (a run in the torch 2.14
+    environment merges the types that need timm into the main environment's report)."""
     fresh = {r["model_type"] for r in records}
     old = previous["meta"]
     # Records written before records named their torch ran under the previous report's.
     kept = [{"torch": old.get("torch"), **r} for r in previous["records"]
             if r["model_type"] not in fresh]
-    out = {**old, **{k: v for k, v in meta.items() if k != "minilm"},
+    out = {**old, **{k: v for k, v in meta.items() if k not in ("minilm", "torch")},
            "command": f"{old['command']}, then {meta['command']} ({len(records)} model types)",
            "seconds": old.get("seconds", 0) + meta["seconds"]}
     if "minilm" in meta:

@@ -88,11 +88,10 @@ def torch_versions(records: list[dict], meta: dict) -> collections.Counter:
     return collections.Counter(r.get("torch") or meta.get("torch") for r in records)
 
 
-def main_torch(records: list[dict], meta: dict) -> str | None:
-    """The torch most records ran under: the report's own; the others were merged in from a
-    run in another environment (`--update`, as `make compat-models-timm` does)."""
-    versions = torch_versions(records, meta).most_common(1)
-    return versions[0][0] if versions else meta.get("torch")
+def main_torch(meta: dict) -> str | None:
+    """The report's own torch: the one its first run ran under (`--update` keeps it); records
+    under another were merged in from a run in another environment (make compat-models-timm)."""
+    return meta.get("torch")
 
 
 def needing_timm(previous: dict) -> list[str]:
@@ -100,7 +99,7 @@ def needing_timm(previous: dict) -> list[str]:
     untried for want of it, and those an earlier such run put there (they ran under another
     torch than the report's own), so the run can be repeated."""
     records, meta = previous["records"], previous["meta"]
-    main = main_torch(records, meta)
+    main = main_torch(meta)
     return [r["model_type"] for r in records
             if (outcome(r) == "not runnable on CPU" and untried_reason(r) == NEEDS_TIMM)
             or (r.get("torch") or meta.get("torch")) != main]
@@ -110,7 +109,7 @@ def _torch_note(records: list[dict], meta: dict) -> str:
     """The torch the report ran under and, where records were merged in from another one, how
     many model types ran under each."""
     versions = torch_versions(records, meta)
-    main = main_torch(records, meta)
+    main = main_torch(meta)
     if len(versions) <= 1:
         return f"torch {main}"
     others = "; ".join(
