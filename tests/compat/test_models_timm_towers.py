@@ -92,3 +92,18 @@ def test_another_error_gives_no_timm_name():
     config = tiny_config("timm_backbone")
     assert not timm_models.give_unset_timm_name(config, ValueError("backbone is too big"))
     assert config.backbone is None
+
+
+def test_channels_per_level_follow_a_features_only_tower():
+    config = tiny_config("edgetam_vision_model")
+    args = config.backbone_config.model_args
+    assert args["features_only"] and args["out_indices"] == [0, 1, 2, 3]  # timm's, not shrunk
+    channels = timm_models.feature_channels(config.backbone_config.architecture, args)
+    assert config.backbone_channel_list == channels[::-1]  # deepest first, as the defaults
+    assert timm_models.feature_channels("not_a_timm_model", args) is None
+
+
+def test_edgetam_vision_tower_runs_on_neuron_as_on_the_cpu():
+    torch.manual_seed(0)
+    model = transformers.EdgeTamVisionModel(tiny_config("edgetam_vision_model"))
+    _runs_on_neuron_as_on_the_cpu(model, pixel_values=_pixels())

@@ -66,25 +66,56 @@ def tiny_like(name: str | None) -> str | None:
     return min(fits, key=lambda nf: (nf[1][2] != want[2], nf[1][3], nf[0]))[0]
 
 
-def _timm_names(full: dict, small: dict):
-    """(full dict, small dict) for every (sub-)config whose `architecture` names a timm model."""
+def _timm_names(full: dict, small: dict, parent: dict | None = None):
+    """(full dict, small dict, small parent dict) for every (sub-)config whose `architecture`
+    names a timm model."""
     import timm
 
     if isinstance(full.get("architecture"), str) and timm.is_model(full["architecture"]):
-        yield full, small
+        yield full, small, parent
     for key, value in full.items():
         if isinstance(value, dict) and isinstance(small.get(key), dict):
-            yield from _timm_names(value, small[key])
+            yield from _timm_names(value, small[key], small)
+
+
+def feature_channels(name: str, args: dict) -> list[int] | None:
+    """The channels of each feature map timm model `name` gives with `features_only` (and its
+    out_indices) in `args`; None where it does not build so."""
+    import timm
+
+    try:
+        with torch.device("meta"):
+            return timm.create_model(name, pretrained=False, **args).feature_info.channels()
+    except Exception:  # noqa: BLE001 - no features_only form of this model
+        return None
+
+
+_CHANNELS = re.compile(r"channel")
+
+
+def _follow_feature_channels(tiny: str, args: dict, parent: dict) -> None:
+    """A list of channels per feature level beside a features_only tower (EdgeTAM's
+    backbone_channel_list, read by its feature pyramid) takes the tiny tower's channels, in the
+    order the list gives them (deepest first where it falls)."""
+    channels = feature_channels(tiny, args) if args.get("features_only") else None
+    if not channels:
+        return
+    for key, value in parent.items():
+        if isinstance(key, str) and _CHANNELS.search(key) and isinstance(value, list) \
+                and len(value) == len(channels) and len(value) > 1 \
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            parent[key] = channels[::-1] if value[0] > value[-1] else list(channels)
 
 
 def replace_architectures(full: dict, small: dict) -> None:
     """Every timm `architecture` in the shrunk config `small` (from the defaults `full`)
     becomes its tiny_like; integers that equalled the full tower's width in that sub-config
-    (the width its consumers are built for) take the tiny one's, and `model_args` the tiny
-    model does not take (the full one's own settings) go."""
+    (the width its consumers are built for) take the tiny one's, `model_args` the tiny model
+    does not take (the full one's own settings) go, and channel lists beside a features_only
+    tower follow its feature channels."""
     if not available():
         return
-    for full_part, small_part in _timm_names(full, small):
+    for full_part, small_part, parent in _timm_names(full, small):
         name = full_part["architecture"]
         tiny = tiny_like(name)
         if tiny is None:
@@ -95,8 +126,12 @@ def replace_architectures(full: dict, small: dict) -> None:
             if isinstance(value, int) and not isinstance(value, bool) and value == width \
                     and key not in ("num_classes", "num_labels"):
                 small_part[key] = tiny_width
-        if isinstance(small_part.get("model_args"), dict):
-            small_part["model_args"] = _accepted(tiny, small_part["model_args"])
+        if isinstance(full_part.get("model_args"), dict):
+            # timm's own arguments, which the config's key-name rules do not describe (they
+            # dropped out_indices as a backbone's): the defaults', less those tiny rejects
+            small_part["model_args"] = _accepted(tiny, full_part["model_args"])
+            if parent is not None:
+                _follow_feature_channels(tiny, small_part["model_args"], parent)
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
