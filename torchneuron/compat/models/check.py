@@ -187,10 +187,12 @@ def _config_for(cls, config):
 
 def _meta_parameters(cls, config) -> int:
     """The model's parameter count, built on the meta device; a length the model requires and
-    the config leaves unset (config_repairs.give_required_length), and a setting the model reads that
-    its config class lacks (missing_settings.py), are given first."""
+    the config leaves unset (config_repairs.give_required_length), a timm model name it requires
+    and the config leaves unset (timm_models.give_unset_timm_name), and a setting the model reads
+    that its config class lacks (missing_settings.py), are given first."""
     from .missing_settings import MAX_REPAIRS, give_missing_setting
     from .config_repairs import give_required_length
+    from .timm_models import give_unset_timm_name
 
     repairs = 0
     while True:
@@ -198,7 +200,7 @@ def _meta_parameters(cls, config) -> int:
             with torch.device("meta"):
                 return sum(p.numel() for p in cls(config).parameters())
         except ValueError as e:
-            if not give_required_length(config, e):
+            if not (give_required_length(config, e) or give_unset_timm_name(config, e)):
                 raise
         except AttributeError as e:
             repairs += 1

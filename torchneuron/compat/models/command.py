@@ -32,15 +32,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--update", action="store_true",
                    help="merge into the report already in --out: the model types run now replace "
                         "their records, the others (and the MiniLM result) are kept")
+    p.add_argument("--needs-timm", action="store_true",
+                   help="only the model types the report in --out left untried for want of timm "
+                        "(and those an earlier such run tried), merged into it as --update does; "
+                        "for the torch 2.14 environment, where timm installs (make "
+                        "compat-models-timm)")
 
 
 def merged(previous: dict, records: list[dict], meta: dict) -> tuple[list[dict], dict]:
     """The previous report's records with this run's in their place (sorted by model type), and
-    its meta with this run's command and seconds added to what it says it was made of."""
+    its meta with this run's command and seconds added to what it says it was made of. The
+    report's torch stays the previous one's: records name their own (a run in the torch 2.14
+    environment merges the types that need timm into the main environment's report)."""
     fresh = {r["model_type"] for r in records}
-    kept = [r for r in previous["records"] if r["model_type"] not in fresh]
     old = previous["meta"]
-    out = {**old, **{k: v for k, v in meta.items() if k != "minilm"},
+    # Records written before records named their torch ran under the previous report's.
+    kept = [{"torch": old.get("torch"), **r} for r in previous["records"]
+            if r["model_type"] not in fresh]
+    out = {**old, **{k: v for k, v in meta.items() if k not in ("minilm", "torch")},
            "command": f"{old['command']}, then {meta['command']} ({len(records)} model types)",
            "seconds": old.get("seconds", 0) + meta["seconds"]}
     if "minilm" in meta:
@@ -48,13 +57,33 @@ def merged(previous: dict, records: list[dict], meta: dict) -> tuple[list[dict],
     return sorted(kept + records, key=lambda r: r["model_type"]), out
 
 
-def _select(patterns: list[str] | None, sample: bool):
+def _previous(out: str) -> dict:
+    """The report already in `out` (models.json), which --update merges into."""
+    import json
+    import os
+
+    path = os.path.join(out, "models.json")
+    if not os.path.exists(path):
+        raise SystemExit(f"no report to merge into: {path} does not exist (run the whole "
+                         "battery first, e.g. make compat-models)")
+    with open(path) as f:
+        return json.load(f)
+
+
+def _select(patterns: list[str] | None, sample: bool, needs_timm: dict | None = None):
+    """The architectures to run: all, the fixed sample, those matching `patterns`, or, where
+    `needs_timm` is a previous report, those it says need timm (report.needing_timm)."""
     from .catalog import architectures
+    from .report import needing_timm
     from .sample import SAMPLE
 
     archs = architectures()
     if sample:
         patterns = list(SAMPLE)
+    if needs_timm is not None:
+        patterns = needing_timm(needs_timm)
+        if not patterns:
+            raise SystemExit("the report names no model type that needs timm")
     if patterns:
         archs = [a for a in archs if any(fnmatch.fnmatch(a.model_type, p) for p in patterns)]
         if not archs:
@@ -77,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     from . import report
     from .jobs import run_all
 
-    archs = _select(args.only, args.sample)
+    previous = _previous(args.out) if args.update or args.needs_timm else None
+    archs = _select(args.only, args.sample, previous if args.needs_timm else None)
     started = time.monotonic()
     bar = tqdm(total=len(archs), unit="arch", file=sys.stderr)
     passed = 0
@@ -90,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
 
     records = run_all(archs, args.timeout, args.chunk, args.threads, progress, max(1, args.jobs))
     bar.close()
+    for rec in records:  # a report may merge runs under two torch builds (--update)
+        rec["torch"] = torch.__version__
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
             "command": "torchneuron compat models " + " ".join(_arguments_after("models")),
             "jobs": args.jobs,
@@ -98,12 +130,8 @@ def run(args: argparse.Namespace) -> int:
         from .minilm import check_minilm
 
         meta["minilm"] = check_minilm()
-    if args.update:
-        import json
-        import os
-
-        with open(os.path.join(args.out, "models.json")) as f:
-            records, meta = merged(json.load(f), records, meta)
+    if previous is not None:
+        records, meta = merged(previous, records, meta)
     paths = report.write(records, meta, args.out)
     t = report.totals(records)
     a = t["all_stages"]

@@ -56,6 +56,11 @@ def failure_causes(records: list[dict], top: int = 15) -> list[tuple[str, int]]:
     return causes.most_common(top)
 
 
+# timm imports torchvision, whose PyPI build is CUDA's and cannot be imported beside the main
+# environment's torch 2.13 CPU build; timm installs in the torch 2.14 environment (.venv-214).
+NEEDS_TIMM = "needs timm (installs only beside torch 2.14: `make compat-models-timm`)"
+
+
 def untried_reason(rec: dict) -> str:
     """The cause of an untried type with sizes and names made generic, so one shortcoming of the
     battery (or one missing package) is one group."""
@@ -63,7 +68,7 @@ def untried_reason(rec: dict) -> str:
 
     cause = rec["cause"] or "?"
     if "requires the timm library" in cause or "timm" in cause.split(":")[-1]:
-        return "needs timm (imports PyPI's CUDA torchvision; cannot work here)"
+        return NEEDS_TIMM
     cause = re.sub(r"\d+", "N", cause)
     cause = re.sub(r"'[^']*'|`[^`]*`", "'...'", cause)
     return cause[:110]
@@ -78,6 +83,42 @@ def untried_by_reason(records: list[dict]) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
+def torch_versions(records: list[dict], meta: dict) -> collections.Counter:
+    """How many records ran under each torch (a record without one ran under the meta's)."""
+    return collections.Counter(r.get("torch") or meta.get("torch") for r in records)
+
+
+def main_torch(meta: dict) -> str | None:
+    """The report's own torch: the one its first run ran under (`--update` keeps it); records
+    under another were merged in from a run in another environment (make compat-models-timm)."""
+    return meta.get("torch")
+
+
+def needing_timm(previous: dict) -> list[str]:
+    """The model types of a report (models.json's content) to run where timm is: those left
+    untried for want of it, and those an earlier such run put there (they ran under another
+    torch than the report's own), so the run can be repeated."""
+    records, meta = previous["records"], previous["meta"]
+    main = main_torch(meta)
+    return [r["model_type"] for r in records
+            if (outcome(r) == "not runnable on CPU" and untried_reason(r) == NEEDS_TIMM)
+            or (r.get("torch") or meta.get("torch")) != main]
+
+
+def _torch_note(records: list[dict], meta: dict) -> str:
+    """The torch the report ran under and, where records were merged in from another one, how
+    many model types ran under each."""
+    versions = torch_versions(records, meta)
+    main = main_torch(meta)
+    if len(versions) <= 1:
+        return f"torch {main}"
+    others = "; ".join(
+        f"torch {v} ({n} model types: "
+        + ", ".join(r["model_type"] for r in records if (r.get("torch") or meta.get("torch")) == v)
+        + ")" for v, n in versions.most_common() if v != main)
+    return f"torch {main} ({versions[main]} model types); {others}"
+
+
 def _fmt_err(rec: dict) -> str:
     errs = rec.get("max_abs_error") or {}
     return " / ".join(f"{errs[k]:.1e}" for k in ("forward", "backward") if k in errs) or ""
@@ -86,7 +127,7 @@ def _fmt_err(rec: dict) -> str:
 def markdown(records: list[dict], meta: dict) -> str:
     t = totals(records)
     lines = ["# Model compatibility battery", "",
-             f"transformers {meta.get('transformers')}, torch {meta.get('torch')}; "
+             f"transformers {meta.get('transformers')}, {_torch_note(records, meta)}; "
              f"command: `{meta.get('command')}`; {meta.get('seconds', 0):.0f} s.", "",
              "| | count |", "|---|---|",
              f"| model types | {t['model_types']} |",
@@ -117,16 +158,21 @@ def markdown(records: list[dict], meta: dict) -> str:
                   "| reason | count | model types |", "|---|---|---|"]
         lines += [f"| {reason.replace('|', '/')} | {len(types)} | {', '.join(types)} |"
                   for reason, types in untried] + [""]
+    # A torch column only where records ran under several (merged from another environment).
+    several = len(torch_versions(records, meta)) > 1
     lines += ["## Per architecture", "",
               "| model type | class | family | build | forward | backward | generate | "
-              "max abs err (fwd / bwd) | s CPU | s neuron | cause |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "max abs err (fwd / bwd) | s CPU | s neuron | " + ("torch | " if several else "")
+              + "cause |",
+              "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if several else "") + "---|"]
     for r in records:
         cause = (r["cause"] or "").replace("|", "/")[:120]
         f64 = " (float64 allowed)" if r.get("float64_allowed") else ""
+        ran_under = f"{r.get('torch') or meta.get('torch')} | " if several else ""
         lines.append(f"| {r['model_type']} | {r['class']} | {r['family']} | {r['build']} | "
                      f"{r['forward']} | {r['backward']} | {r['generate']} | {_fmt_err(r)} | "
-                     f"{r['seconds']['cpu']:.2f} | {r['seconds']['neuron']:.2f} | {cause}{f64} |")
+                     f"{r['seconds']['cpu']:.2f} | {r['seconds']['neuron']:.2f} | {ran_under}"
+                     f"{cause}{f64} |")
     return "\n".join(lines) + "\n"
 
 

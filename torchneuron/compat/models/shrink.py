@@ -432,6 +432,7 @@ def shrink_dict(d: dict[str, Any], profile: str = PROFILES[0]) -> dict[str, Any]
         _keep_an_attention_layer(out, layers_before)
     _sum_layer_parts(d, out)
     _keep_layer_multiple(d, out)
+    _keep_shared_layers_last(d, out)
     _remap_token_ids(out)
     return out
 
@@ -451,6 +452,32 @@ def _sum_layer_parts(d: dict, out: dict) -> None:
         for key, value in d.items():  # per-layer lists: the first layers, as many as there are
             if isinstance(value, list) and len(value) == total:
                 out[key] = value[:out["num_hidden_layers"]]
+
+
+_SHARED_LAYERS = re.compile(r"^num_\w*shared_layers$")
+
+
+def _keep_shared_layers_last(d: dict, out: dict) -> None:
+    """The last layers that reuse an earlier layer's cache (Gemma 3n's num_kv_shared_layers: 15
+    of 35) need a layer of each kind before them that makes one; shrunk like any layer count,
+    they would be every layer. The shrunk layers stay the ones that make caches, and as many
+    shared layers follow (at most one per kept layer), repeating the last kept layers' kinds and
+    settings in every per-layer list."""
+    total = d.get("num_hidden_layers")
+    layers = out.get("num_hidden_layers")
+    for key, value in d.items():
+        if not (isinstance(key, str) and _SHARED_LAYERS.match(key) and isinstance(value, int)
+                and not isinstance(value, bool) and isinstance(total, int) and 0 < value < total
+                and isinstance(layers, int) and isinstance(out.get(key), int)
+                and out[key] >= layers):
+            continue
+        shared = min(out[key], layers)
+        for name, full in d.items():  # per-layer lists: the shared layers repeat the last kept
+            if isinstance(full, list) and len(full) == total and isinstance(out.get(name), list) \
+                    and len(out[name]) == layers:
+                out[name] = out[name] + out[name][layers - shared:]
+        out["num_hidden_layers"] = layers + shared
+        out[key] = shared
 
 
 # The layers one stack builds, which the model runs several times over: the model's layer

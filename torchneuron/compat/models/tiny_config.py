@@ -1,11 +1,12 @@
 """A model type's tiny config: its default config shrunk by key-name rules under a profile
 (shrink.py and the profiles' own modules), sizes that follow what shrank (follow_widths.py), then
 rebuilt by the config class, whose validation errors are repaired by its own rule
-(config_repairs.py)."""
+(config_repairs.py). A timm tower the config names by its architecture becomes a tiny timm
+model (timm_models.py)."""
 
 from __future__ import annotations
 
-from . import derived_again, unset_sizes
+from . import derived_again, timm_models, unset_sizes
 from .config_repairs import MAX_TIED_SIZE_REPAIRS, messages, repair_tied_size
 from .follow_widths import (add_rotary_sections, follow_other_parts_width, follow_stage_widths,
                             scale_feature_map_sizes)
@@ -24,6 +25,7 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
         unset_sizes.give_unset_sizes(small)
     if profile == derived_again.PROFILE:
         derived_again.unset_derived_sizes(config_class, full, small)
+    timm_models.replace_architectures(full, small)
     follow_stage_widths(full, small)
     follow_other_parts_width(full, small)
     scale_feature_map_sizes(full, small)
