@@ -4,7 +4,8 @@ Importing this package registers everything, top to bottom, in the order below. 
 it by itself at `import torch` through the `torch.backends` entry point (see pyproject.toml).
 
 What the package holds, bottom-up by layer (docs/architecture.md has the table):
-- `_C`: the C++ core's Python bindings (csrc/python/).
+- `_C`: the C++ core's Python bindings (csrc/python/), one submodule per C++ layer
+  (`from torchneuron._C import device as _device_c`).
 - `runtime/`: device profiles, the configuration from the environment, lazy device state, the
   eager mode's Python side, and the list of PyTorch internals torchneuron relies on.
 - `device/`: `torch.neuron`, the device module shaped like `torch.cuda`.
@@ -47,21 +48,24 @@ import torch  # noqa: E402
 from .runtime import extension as _extension  # noqa: E402
 
 _extension.load(torch.__version__)
-from . import _C  # noqa: E402  (the module load() registered as torchneuron._C)
+from . import _C  # noqa: E402, F401  (binds torchneuron._C, the module load() registered)
+from ._C import aten as _aten_c  # noqa: E402
+from ._C import device as _device_c  # noqa: E402
+from ._C import launch as _launch_c  # noqa: E402
 from .runtime import device_state as _device_state  # noqa: E402
 
 # 1. The runtime: how many devices and how much HBM each, from the profile and the environment,
 #    read at the first call into torch.neuron or the first neuron tensor (never here: a bad
 #    variable must not break `import torch` for programs that never use neuron).
 _device_state.install()
-_C._register_hooks()  # what ATen asks a device backend outside the dispatcher (csrc/device)
-_C._install_kernel_cpu_allocator()  # CPU kernels on neuron memory allocate there (csrc/aten)
+_device_c.register_hooks()  # what ATen asks a device backend outside the dispatcher (csrc/device)
+_aten_c.install_kernel_cpu_allocator()  # CPU kernels on neuron memory allocate there (csrc/aten)
 from .runtime import execution as _execution  # noqa: E402
 
 # How eager ops execute (NEURON_EAGER_MODE, NEURON_LAUNCH_BLOCKING; the launch decision in
 # csrc/aten/Launch.h over the runtime's streams), set with the rest of the configuration; work
 # still queued at exit runs to the end first.
-_device_state.on_configure(lambda config: _C._configure_execution(
+_device_state.on_configure(lambda config: _launch_c.configure_execution(
     config.eager_mode, config.launch_blocking))
 
 
@@ -121,7 +125,7 @@ _recurrent.apply()  # nn.LSTM / GRU / RNN: the CPU's whole op, not a cell per ti
 
 # 5b. Ops the dispatcher would decompose on neuron although the CPU has a fused kernel for them
 #     (LayerNorm, GroupNorm): they run the CPU kernel like every other op, bit for bit.
-ROUTED_TO_CPU_KERNELS = tuple(_C._route_to_cpu_kernels())
+ROUTED_TO_CPU_KERNELS = tuple(_aten_c.route_to_cpu_kernels())
 
 # 6. torch.compile: the Dynamo backend `neuron` (a `torch_dynamo_backends` entry point) and
 #    Inductor's C++ kernel generation for neuron tensors, registered when a compile first asks.

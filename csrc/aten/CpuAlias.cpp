@@ -62,10 +62,10 @@ AliasSession::AliasSession(c10::DeviceIndex device) : device_(device), scope_(de
 
 at::Tensor cpu_alias_keeping_storage(const at::Tensor& neuron) {
   TORCH_CHECK(neuron.defined() && neuron.device().type() == c10::DeviceType::PrivateUse1,
-              "_cpu_alias expects a neuron tensor, got ",
+              "cpu_alias expects a neuron tensor, got ",
               neuron.defined() ? neuron.device().str() : std::string("an undefined tensor"));
   TORCH_CHECK(neuron.layout() == c10::kStrided && neuron.has_storage(),
-              "_cpu_alias supports strided tensors only, got layout ", neuron.layout());
+              "cpu_alias supports strided tensors only, got layout ", neuron.layout());
   require_host_access("a CPU alias of a neuron tensor");
   const c10::Storage& storage = neuron.storage();
   auto* owner = new c10::Storage(storage);

@@ -57,8 +57,8 @@ PyObject* empty_strided_neuron(PyObject* /*module*/, PyObject* args) {
 }
 
 PyMethodDef kEmptyStrided = {
-    "_empty_strided", empty_strided_neuron, METH_VARARGS,
-    "_empty_strided(size, stride, dtype): an uninitialized neuron tensor on the current device "
+    "empty_strided", empty_strided_neuron, METH_VARARGS,
+    "empty_strided(size, stride, dtype): an uninitialized neuron tensor on the current device "
     "(the buffer allocation of torch.compile's generated code)"};
 
 }  // namespace

@@ -248,9 +248,9 @@ PyObject* launch_neuron(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
 }
 
 PyMethodDef kLaunch = {
-    "_launch_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch_neuron)),
+    "launch_kernel", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(launch_neuron)),
     METH_FASTCALL,
-    "_launch_kernel(kernel, *args): runs a compiled C++ kernel on neuron buffers, queued on their "
+    "launch_kernel(kernel, *args): runs a compiled C++ kernel on neuron buffers, queued on their "
     "stream when execution is asynchronous"};
 
 PyObject* one_item_call(PyObject* call, PyObject* args, PyObject* kwargs) {
@@ -270,8 +270,8 @@ PyObject* as_one_item(PyObject* /*module*/, PyObject* call) {
 }
 
 PyMethodDef kAsOneItem = {
-    "_as_one_item", as_one_item, METH_O,
-    "_as_one_item(call): a compiled graph's call whose queued work reaches its stream as one item"};
+    "as_one_item", as_one_item, METH_O,
+    "as_one_item(call): a compiled graph's call whose queued work reaches its stream as one item"};
 
 }  // namespace
 

@@ -10,7 +10,7 @@
 //   fp32_append_dtype   norm: float32 via the dtype overload
 //   promote             multi-input ops (cat-like, addcmul, index_put, ...): widest input type
 //   banned              binary_cross_entropy: unsafe in low precision; use the *_with_logits form
-// Every other op runs unchanged (the fallthrough below). `torchneuron._C._autocast_op_lists()`
+// Every other op runs unchanged (the fallthrough below). `torchneuron._C.ops.autocast_op_lists()`
 // reads these same lists, so tests and docs never keep a copy.
 #include "ops/Autocast.h"
 

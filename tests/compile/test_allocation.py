@@ -1,11 +1,11 @@
-"""torchneuron._C._empty_strided, the buffer allocation of torch.compile's generated wrapper
+"""torchneuron._C.compile.empty_strided, the buffer allocation of torch.compile's generated wrapper
 (`empty_strided_neuron`): the tensor torch.empty_strided gives, from the neuron allocator, and a
 clear error for every malformed call."""
 
 import pytest
 import torch
 
-from torchneuron import _C
+from torchneuron._C import compile as _compile_c
 
 SHAPES = [((), ()), ((0, 3), (3, 1)), ((4, 5), (5, 1)), ((4, 5), (1, 4)),
           ((2, 3, 4), (1, 2, 6)), ((3, 1, 2), (2, 99, 1))]
@@ -15,7 +15,7 @@ SHAPES = [((), ()), ((0, 3), (3, 1)), ((4, 5), (5, 1)), ((4, 5), (1, 4)),
                          ids=str)
 @pytest.mark.parametrize("size, stride", SHAPES, ids=str)
 def test_same_tensor_as_empty_strided_on_the_cpu(size, stride, dtype):
-    got = _C._empty_strided(size, stride, dtype)
+    got = _compile_c.empty_strided(size, stride, dtype)
     want = torch.empty_strided(size, stride, dtype=dtype)
     assert got.device == torch.device("neuron", torch.neuron.current_device())
     assert (got.shape, got.stride(), got.dtype, got.storage_offset()) == \
@@ -30,7 +30,7 @@ def test_same_tensor_as_empty_strided_on_the_cpu(size, stride, dtype):
 
 def test_memory_comes_from_the_neuron_allocator():
     before = torch.neuron.memory_allocated()
-    t = _C._empty_strided((1024, 1024), (1024, 1), torch.float32)
+    t = _compile_c.empty_strided((1024, 1024), (1024, 1), torch.float32)
     assert torch.neuron.memory_allocated() - before >= 4 * 1024 * 1024
     del t
     assert torch.neuron.memory_allocated() == before
@@ -40,7 +40,8 @@ def test_allocates_on_the_current_device():
     if torch.neuron.device_count() < 2:
         pytest.skip("needs two neuron devices")
     with torch.neuron.device(1):
-        assert _C._empty_strided((2,), (1,), torch.float32).device == torch.device("neuron", 1)
+        t = _compile_c.empty_strided((2,), (1,), torch.float32)
+        assert t.device == torch.device("neuron", 1)
 
 
 @pytest.mark.parametrize("args, error, message", [
@@ -57,4 +58,4 @@ def test_allocates_on_the_current_device():
         "negative_size", "overflow"])
 def test_malformed_calls_raise_naming_the_problem(args, error, message):
     with pytest.raises(error, match=message):
-        _C._empty_strided(*args)
+        _compile_c.empty_strided(*args)

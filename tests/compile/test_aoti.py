@@ -93,9 +93,10 @@ def test_a_program_mixing_devices_is_refused():
 
 NO_HOST_ACCESS = (
     "import sys, torch, torchneuron\n"
+    "from torchneuron._C import aten as _aten_c\n"
     "x = torch.randn(3, 8, device='neuron')\n"
     "program = torch.export.export(torch.nn.Linear(8, 4).to('neuron'), (x,))\n"
-    "torchneuron._C._override_host_addressable_for_testing(False)\n"
+    "_aten_c.override_host_addressable_for_testing(False)\n"
     "try:\n"
     "    if sys.argv[1] == 'compile':\n"
     "        torch._inductor.aoti_compile_and_package(program)\n"
@@ -214,7 +215,7 @@ def test_a_runtime_without_host_memory_refuses_to_load_a_package(mlp_package, py
 
 ORDERED_CALL = (
     "import sys, time, torch, torchneuron\n"
-    "from torchneuron import _C\n"
+    "from torchneuron._C import launch as _launch_c\n"
     "io = torch.load(sys.argv[1] + '/io.pt')\n"
     "model = torch._inductor.aoti_load_package(sys.argv[1] + '/package.pt2')\n"
     "(x,), expected = io[0]\n"
@@ -228,9 +229,9 @@ ORDERED_CALL = (
     "torch.neuron._sleep(300_000_000)\n"  # 0.3 s of device time ahead of what follows
     "start = time.perf_counter()\n"
     "restored = xn * 0.5 * 2\n"  # queued behind the sleep; the package must read it after
-    "before = _C._queued_items()\n"
+    "before = _launch_c.queued_items()\n"
     "y = model(restored)\n"
-    "after = _C._queued_items()\n"
+    "after = _launch_c.queued_items()\n"
     "returned = time.perf_counter() - start\n"
     "torch.testing.assert_close(y.cpu(), expected)\n"
     "print(before, after, returned)\n")

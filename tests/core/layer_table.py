@@ -12,22 +12,30 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 _PATH = re.compile(r"`([^`]+)`")
 
 
+_BINDING = re.compile(r"`_C\.(\w+)`")
+
+
 @dataclass(frozen=True)
 class Layer:
     rank: float
     name: str
     paths: tuple[str, ...]  # repository paths; a folder ends with "/"
+    binds: str | None = None  # a C++ layer's submodule of torchneuron._C ("binds `_C.x`")
+    uses: tuple[str, ...] = ()  # the submodules a Python layer's modules use ("uses `_C.x`, ...")
 
 
 def layers() -> list[Layer]:
-    """The rows of the table under '## The layers' (rank | layer | where | what it owns)."""
+    """The rows of the table under '## The layers' (rank | layer | where | _C | what it owns)."""
     text = ARCHITECTURE.read_text()
     section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if re.match(r"\| [\d.]+ \|", line)]
     out = []
     for row in rows:
         cells = [c.strip() for c in row.strip().strip("|").split("|")]
-        out.append(Layer(float(cells[0]), cells[1], tuple(_PATH.findall(cells[2]))))
+        submodules = tuple(_BINDING.findall(cells[3]))
+        binds = submodules[0] if cells[3].startswith("binds ") else None
+        uses = submodules if cells[3].startswith("uses ") else ()
+        out.append(Layer(float(cells[0]), cells[1], tuple(_PATH.findall(cells[2])), binds, uses))
     return out
 
 

@@ -11,7 +11,9 @@ import traceback
 
 import torch
 import torchneuron  # noqa: F401
-from torchneuron import _C
+from torchneuron._C import aten as _aten_c
+from torchneuron._C import device as _device_c
+from torchneuron._C import launch as _launch_c
 
 BIG = 768  # a matmul this size takes milliseconds: long enough to observe the queue
 BUSY_NS = 100_000_000  # 0.1 s of queued spinning after them
@@ -37,9 +39,9 @@ def check_mode_is_async():
 def check_sleep_keeps_the_device_busy_until_it_ends():
     torch.neuron.synchronize()
     torch.neuron._sleep(300_000_000)
-    assert not _C._device_idle(), "the queued spin was not pending"
+    assert not _launch_c.device_idle(), "the queued spin was not pending"
     torch.neuron.synchronize()
-    assert _C._device_idle()
+    assert _launch_c.device_idle()
 
 
 def check_call_returns_before_the_kernel_ran():
@@ -49,7 +51,7 @@ def check_call_returns_before_the_kernel_ran():
     t0 = time.perf_counter()
     ys = [xn @ xn for _ in range(4)]
     issued = time.perf_counter() - t0
-    busy = not _C._device_idle()
+    busy = not _launch_c.device_idle()
     torch.neuron.synchronize()
     total = time.perf_counter() - t0
     assert busy, "the device was idle right after queuing four matmuls"
@@ -89,7 +91,7 @@ def check_small_op_on_idle_device_runs_inline():
     x = torch.randn(16, device="neuron")
     torch.neuron.synchronize()
     y = x + x
-    assert _C._device_idle(), "a 16-element add on an idle device was queued"
+    assert _launch_c.device_idle(), "a 16-element add on an idle device was queued"
     torch.testing.assert_close(y.sum().item(), (x.cpu() * 2).sum().item())
 
 
@@ -117,7 +119,7 @@ def check_synchronization_points():
         elif point == "accelerator":
             torch.accelerator.synchronize()
         # An event's own marker may still be retiring; the work before it is done.
-        assert point == "event" or _C._device_idle(), f"{point}: work still queued after it"
+        assert point == "event" or _launch_c.device_idle(), f"{point}: work still queued after it"
         torch.testing.assert_close(y.cpu(), ref)
 
 
@@ -295,7 +297,7 @@ def check_compiled_graph_is_one_queued_item():
     torch.neuron.synchronize()
     y, ref = queued_work()
     out = compiled(an)
-    busy = not _C._device_idle()
+    busy = not _launch_c.device_idle()
     torch.testing.assert_close(out.cpu(), f(a), rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(y.cpu(), ref, rtol=1e-4, atol=1e-2)
     assert busy, "a compiled graph's call waited for the work queued before it"
@@ -305,7 +307,7 @@ def check_copy_into_a_strided_view_is_queued():
     y, ref = queued_work()
     out = torch.zeros(BIG, 2 * BIG, device="neuron")
     out[:, 1::2].copy_(y)  # a strided, non-dense destination (what a slice's backward fills)
-    busy = not _C._device_idle()
+    busy = not _launch_c.device_idle()
     expected = torch.zeros(BIG, 2 * BIG)
     expected[:, 1::2].copy_(ref)
     torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-2)
@@ -327,7 +329,7 @@ def check_an_op_that_sizes_an_empty_out_is_queued():
         y, ref = queued_work()
         given = torch.empty(0, device="neuron")
         got = (torch.abs(y), torch.abs(-y, out=given), torch.abs(y[:, 0].to(torch.complex64)))
-        busy = not _C._device_idle()
+        busy = not _launch_c.device_idle()
         expected = (ref.abs(), ref.neg().abs(), ref[:, 0].to(torch.complex64).abs())
         for g, e in zip(got, expected):
             torch.testing.assert_close(g.cpu(), e, rtol=1e-4, atol=1e-2)
@@ -360,7 +362,7 @@ def check_a_float_that_changes_every_call_does_not_synchronize():
         pn.add_(gn, alpha=-0.01 * step)
         pn.addcdiv_(gn, gn.abs() + 1.0, value=0.001 / step)
         pn.lerp_(gn, 0.1 * step)
-        busy = not _C._device_idle()
+        busy = not _launch_c.device_idle()
         p.add_(g, alpha=-0.01 * step)
         p.addcdiv_(g, g.abs() + 1.0, value=0.001 / step)
         p.lerp_(g, 0.1 * step)
@@ -387,7 +389,7 @@ def check_waits_let_workers_release_python_objects():
     y = x @ x @ x
     storage = y.untyped_storage()
     del y, storage
-    alias = _C._cpu_alias(x)  # waits for the queued work first
+    alias = _aten_c.cpu_alias(x)  # waits for the queued work first
     torch.testing.assert_close(alias, x.cpu())
 
 
@@ -435,12 +437,12 @@ def check_a_loop_without_synchronization_stays_a_bounded_queue_ahead():
     most = 0
     for _ in range(3000):
         xn = xn + 1
-        most = max(most, _C._queued_items())
+        most = max(most, _launch_c.queued_items())
     # (Whether the loop ends ahead of the device depends on the machine: once the worker catches
     # up, an op on the idle device runs inline.)
     torch.testing.assert_close(xn.cpu(), x + 3000)
     assert MAX_QUEUED - 50 <= most <= MAX_QUEUED, f"at most {most} items queued"
-    assert _C._queued_items() == 0
+    assert _launch_c.queued_items() == 0
 
 
 def check_threads_waiting_for_room_all_finish():
@@ -463,7 +465,7 @@ def check_threads_waiting_for_room_all_finish():
         most[i] = 0
         for _ in range(1500):
             y = y * 1.0 + 1
-            most[i] = max(most[i], _C._queued_items())
+            most[i] = max(most[i], _launch_c.queued_items())
         results[i] = y.cpu()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in (1, 2)]
@@ -514,13 +516,13 @@ def pending_block(elements):
     queued_work()
     b = an * 2  # queued: reads an's memory after the busy work
     del an
-    assert not _C._device_idle(), "the busy work finished before the checks could use it"
+    assert not _launch_c.device_idle(), "the busy work finished before the checks could use it"
     return b, a * 2, address
 
 
 def rounded(nbytes):
-    """What the allocator holds for `nbytes` (whole blocks of _C._block_size() bytes)."""
-    block = _C._block_size()
+    """What the allocator holds for `nbytes` (whole blocks of _device_c.block_size() bytes)."""
+    block = _device_c.block_size()
     return -(-nbytes // block) * block
 
 
@@ -529,7 +531,7 @@ def check_memory_freed_while_queued_goes_to_later_work_on_its_stream():
     before = torch.neuron.memory_allocated()  # the freed block no longer counts
     c = b + 1  # queued after b's op on the same stream: may take the freed memory at once
     assert torch.neuron.memory_allocated() == before + rounded(4 * 1_000_003)
-    assert not _C._device_idle()
+    assert not _launch_c.device_idle()
     torch.testing.assert_close(b.cpu(), ref)
     assert c.data_ptr() == address, "later work on the stream did not reuse the freed block"
     torch.testing.assert_close(c.cpu(), ref + 1)

@@ -46,14 +46,15 @@ def test_async(async_results, name):
 
 
 def test_launch_blocking_raises_a_kernel_error_at_the_call(python):
-    code = ("import torch, torchneuron\n"
+    code = ("import torch\n"
+            "from torchneuron._C import launch as _launch_c\n"
             "x = torch.randn(1000, 8, device='neuron')\n"
             "big = torch.randn(768, 768, device='neuron'); y = big @ big\n"
             "try:\n"
             "    torch.index_select(x, 0, torch.tensor([0, 5000], device='neuron'))\n"
             "except IndexError as e:\n"
             "    print('raised at the call:', e)\n"
-            "print(torchneuron._C._launch_blocking(), torchneuron._C._device_idle())\n")
+            "print(_launch_c.launch_blocking(), _launch_c.device_idle())\n")
     out = python(code, {"NEURON_EAGER_MODE": "async", "NEURON_LAUNCH_BLOCKING": "1"},
                      timeout=300)
     assert "raised at the call: index out of range" in out.stdout, out.stdout + out.stderr
@@ -80,9 +81,10 @@ def test_async_is_the_default_mode(python):
 
 def test_sync_mode_never_queues(python):
     code = ("import torch, torchneuron\n"
+            "from torchneuron._C import launch as _launch_c\n"
             "x = torch.randn(768, 768, device='neuron')\n"
             "y = x @ x\n"
-            "idle = torchneuron._C._device_idle()\n"
+            "idle = _launch_c.device_idle()\n"
             "torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())\n"
             "print(torchneuron.runtime.execution.mode(), idle)\n")
     out = python(code, {"NEURON_EAGER_MODE": "sync"}, timeout=300)

@@ -7,7 +7,7 @@ call."""
 
 import pytest
 import torch
-import torchneuron
+from torchneuron._C import launch as _launch_c
 
 BUSY_NS = 20_000_000
 
@@ -38,7 +38,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_an_op_on_a_busy_device_computes_what_the_cpu_computes(name):
-    if torchneuron._C._eager_mode() == "sync":
+    if _launch_c.eager_mode() == "sync":
         pytest.skip("only queued modes keep the device busy")
     fn = CASES[name]
     x, y = _inputs("cpu")
@@ -55,13 +55,13 @@ def test_an_op_on_a_busy_device_computes_what_the_cpu_computes(name):
 
 
 def test_a_busy_device_queues_a_small_op():
-    if torchneuron._C._eager_mode() != "async":
+    if _launch_c.eager_mode() != "async":
         pytest.skip("async mode queues (fused mode may hold it instead)")
     x, y = _inputs("neuron")
     torch.add(x, y, alpha=2.0)
     torch.neuron.synchronize()
     torch.neuron._sleep(10 * BUSY_NS)
-    before = torchneuron._C._queued_items()
+    before = _launch_c.queued_items()
     z = torch.add(x, y, alpha=2.0)
-    assert torchneuron._C._queued_items() == before + 1
+    assert _launch_c.queued_items() == before + 1
     torch.testing.assert_close(z.cpu(), torch.add(x.cpu(), y.cpu(), alpha=2.0))

@@ -23,9 +23,10 @@ def test_eager_mode_is_the_configured_mode(mode, python):
 @pytest.mark.parametrize("mode", ["async", "fused"])
 def test_launch_blocking_makes_every_mode_sync(mode, python):
     code = ("import torch, torchneuron\n"
+            "from torchneuron._C import launch as _launch_c\n"
             "x = torch.randn(768, 768, device='neuron')\n"
             "y = x @ x\n"
-            "idle = torchneuron._C._device_idle()\n"  # the matmul ran at the call
+            "idle = _launch_c.device_idle()\n"  # the matmul ran at the call
             "torch.testing.assert_close(y.cpu(), x.cpu() @ x.cpu())\n"
             "print(torch.neuron.eager_mode(), torchneuron.runtime.execution.mode(), idle)\n")
     out = python(code, {"NEURON_EAGER_MODE": mode, "NEURON_LAUNCH_BLOCKING": "1"}, timeout=300)
@@ -36,22 +37,22 @@ def test_deterministic_algorithms_make_fused_mode_async_while_on(python):
     # Under deterministic algorithms fused mode holds nothing (a generated kernel's reduction
     # order is not ATen's): ops are queued as in async mode, and holding resumes once it is off.
     code = ("import torch, torchneuron\n"
-            "from torchneuron import _C\n"
+            "from torchneuron._C import compile as _compile_c\n"
             "x = torch.randn(256, 1024, device='neuron')\n"
             "def chain():\n"
             "    return ((x * 2).sin() + 1).exp()\n"
             "chain(); torch.neuron.synchronize()\n"  # each op's first call runs at the call
-            "before = _C._fusion_stats()['ops_held']\n"
+            "before = _compile_c.fusion_stats()['ops_held']\n"
             "torch.use_deterministic_algorithms(True)\n"
             "mode_on = torch.neuron.eager_mode()\n"
             "y = chain()\n"
             "torch.neuron.synchronize()\n"
-            "held_on = _C._fusion_stats()['ops_held'] - before\n"
+            "held_on = _compile_c.fusion_stats()['ops_held'] - before\n"
             "torch.use_deterministic_algorithms(False)\n"
             "mode_off = torch.neuron.eager_mode()\n"
             "z = chain()\n"
             "torch.neuron.synchronize()\n"
-            "held_off = _C._fusion_stats()['ops_held'] - before - held_on\n"
+            "held_off = _compile_c.fusion_stats()['ops_held'] - before - held_on\n"
             "expected = ((x.cpu() * 2).sin() + 1).exp()\n"
             "torch.testing.assert_close(y.cpu(), expected)\n"
             "torch.testing.assert_close(z.cpu(), expected)\n"

@@ -81,7 +81,8 @@ def test_unknown_namespace_is_an_error_naming_it():
 # In asynchronous mode (its own process: the mode is per process): the op reads memory that a
 # queued matmul is still writing, unless guarded.
 ASYNC_SCRIPT = f"""
-import sys, torch, torchneuron
+import sys, torch
+from torchneuron._C import launch as _launch_c
 sys.path.insert(0, {os.path.dirname(__file__)!r})
 from test_host_kernels import define_ops, NAMESPACE
 from torchneuron.runtime import execution
@@ -94,7 +95,7 @@ sums = []
 for _ in range(3):
     an = a.to("neuron")
     sums.append(torch.ops.{NAMESPACE}.read_sum(an @ an).item())
-print("mode", torchneuron._C._eager_mode(), "expected", expected, "sums", sums)
+print("mode", _launch_c.eager_mode(), "expected", expected, "sums", sums)
 print("EQUAL" if all(abs(s - expected) <= 1e-6 * expected for s in sums) else "DIFFERENT")
 """
 

@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 from torch.testing import assert_close
 
 import torchneuron
+from torchneuron._C import device as _device_c
 
 CTX = mp.get_context("spawn")
 TIMEOUT = 120
@@ -41,7 +42,7 @@ def test_queue_shares_neuron_memory_both_ways_and_frees_it_after_both_let_go(sta
     assert consumer_allocated == 0  # counted in the owner's statistics only
     assert outbox.get(timeout=TIMEOUT) == "written"
     assert_close(x.cpu(), torch.arange(6.0).reshape(2, 3) * 10)
-    assert torchneuron._C._is_shared_storage(x)
+    assert _device_c.is_shared_storage(x)
     assert torch.neuron.memory_allocated() == baseline + x.nbytes  # counted once, here
     x.add_(1)
     inbox.put(None)

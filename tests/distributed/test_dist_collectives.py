@@ -488,11 +488,11 @@ def alias_release_thread_body():
     import threading
     import weakref
 
-    import torchneuron
+    from torchneuron._C import aten as _aten_c
     from torchneuron.distributed import collectives
 
     freed_on = []
-    make_alias = torchneuron._C._cpu_alias
+    make_alias = _aten_c.cpu_alias
     # The wait for gloo's worker to let go must end because it let go, not at its bound: with an
     # hour's bound, a wait that never saw it would outlast the world's timeout (it once ended
     # only at its 1 s bound, every collective).
@@ -503,14 +503,14 @@ def alias_release_thread_body():
         weakref.finalize(alias, lambda: freed_on.append(threading.get_ident()))
         return alias
 
-    torchneuron._C._cpu_alias = traced_alias
+    _aten_c.cpu_alias = traced_alias
     try:
         t = torch.ones(1 << 16, device=torch.device("neuron", torch.neuron.current_device()))
         for _ in range(20):
             dist.all_reduce(t)
             dist.broadcast(t, src=0)
     finally:
-        torchneuron._C._cpu_alias = make_alias
+        _aten_c.cpu_alias = make_alias
         collectives._LET_GO_WAIT_S = bound
     return freed_on.count(threading.get_ident()), len(freed_on), t.cpu()
 

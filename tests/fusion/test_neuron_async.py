@@ -11,7 +11,8 @@ import json
 ASYNC_PROCESS = """
 import json, threading, torch
 import torchneuron
-from torchneuron import _C
+from torchneuron._C import compile as _compile_c
+from torchneuron._C import launch as _launch_c
 from torchneuron.fusion import ChainCache, compile_chain
 from tests.fusion import chains
 
@@ -38,7 +39,7 @@ class HeldStream:
 
     def __init__(self):
         self.gate = threading.Event()
-        _C._launch_kernel(lambda tensor, seconds: self.gate.wait(seconds),
+        _compile_c.launch_kernel(lambda tensor, seconds: self.gate.wait(seconds),
                           torch.empty(1, device="neuron"), 30.0)
 
     def release(self):
@@ -46,7 +47,7 @@ class HeldStream:
         torch.neuron.synchronize()
 
 def is_idle():
-    return torch.neuron.current_stream().query() or _C._device_idle()
+    return torch.neuron.current_stream().query() or _launch_c.device_idle()
 
 chain, inputs = chains.twenty_ops()
 kernel = kernel_for(chain)

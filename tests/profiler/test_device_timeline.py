@@ -11,7 +11,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 from torch.autograd import DeviceType
 
-from torchneuron import _C
+from torchneuron._C import profiler as _profiler_c
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
@@ -111,10 +111,10 @@ def test_nvtx_range_end_needs_an_open_id():
 
 def test_nothing_is_recorded_with_the_profiler_off():
     profiled()
-    before = len(_C._profiler_records())
-    assert not _C._profiler_recording()
+    before = len(_profiler_c.records())
+    assert not _profiler_c.recording()
     work("neuron")
-    assert len(_C._profiler_records()) == before
+    assert len(_profiler_c.records()) == before
 
 
 def test_cpu_only_profiling_records_no_device_rows():
@@ -133,7 +133,7 @@ def test_compiled_graphs_are_device_activities():
     with profile(activities=ACTIVITIES):
         out = compiled(x.to("neuron"), w.to("neuron"))
     torch.testing.assert_close(out.cpu(), f(x, w))
-    graphs = [r for r in _C._profiler_records() if r["name"].startswith("compiled_graph")]
+    graphs = [r for r in _profiler_c.records() if r["name"].startswith("compiled_graph")]
     assert len(graphs) == 1
     assert graphs[0]["inputs"] == [([16, 8], "Float"), ([8, 4], "Float")]
     assert graphs[0]["correlation"] > 0 and graphs[0]["end_ns"] >= graphs[0]["start_ns"]
@@ -150,7 +150,8 @@ def test_collectives_are_device_activities(python):
         "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]):\n"
         "    dist.all_reduce(t)\n"
         "torch.testing.assert_close(t.cpu(), torch.arange(6.))\n"
-        "names = [r['name'] for r in torchneuron._C._profiler_records()]\n"
+        "from torchneuron._C import profiler as _profiler_c\n"
+        "names = [r['name'] for r in _profiler_c.records()]\n"
         "assert 'c10d::allreduce_' in names, names\n"
         "dist.destroy_process_group()\n"
         "print('ok')\n")

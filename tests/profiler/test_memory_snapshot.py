@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.cuda import _memory_viz
 
-from torchneuron import _C
+from torchneuron._C import profiler as _profiler_c
 
 
 @pytest.fixture
@@ -96,7 +96,8 @@ def test_history_keeps_the_last_max_entries():
     try:
         for _ in range(10):
             torch.ones(10, device="neuron")
-        assert len(_C._memory_history()) == 5  # the allocator's events (a free is two entries)
+        # The allocator's events (a free is two entries).
+        assert len(_profiler_c.memory_history()) == 5
         assert torch.neuron.memory._snapshot()["device_traces"][0][-1]["action"] == "free_completed"
     finally:
         torch.neuron.memory._record_memory_history(enabled=None)

@@ -7,21 +7,34 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
-import torchneuron
+from torchneuron._C import aten as _aten_c
 
 
 def test_software_neuroncore_declares_host_addressable_memory():
-    assert torchneuron._C._host_addressable()
+    assert _aten_c.host_addressable()
     x = torch.arange(6.0, device="neuron")
     torch.testing.assert_close((x * 2 + 1).cpu(), torch.arange(6.0) * 2 + 1)
 
 
+def test_a_cpu_alias_is_of_a_strided_neuron_tensor_only():
+    x = torch.arange(6.0, device="neuron")
+    torch.testing.assert_close(_aten_c.cpu_alias(x), torch.arange(6.0))
+    with pytest.raises(RuntimeError, match="cpu_alias expects a neuron tensor, got cpu"):
+        _aten_c.cpu_alias(torch.ones(2))
+    sparse = torch.ones(2, 2).to_sparse().to("neuron")
+    with pytest.raises(RuntimeError, match="cpu_alias supports strided tensors only, got layout "
+                                           "Sparse"):
+        _aten_c.cpu_alias(sparse)
+
+
 def _run_without_host_access(body: str) -> subprocess.CompletedProcess:
     script = textwrap.dedent("""
-        import torch, torchneuron
+        import torch
+        from torchneuron._C import aten as _aten_c
         x = torch.arange(4.0, device="neuron")  # made while host access is declared
-        torchneuron._C._override_host_addressable_for_testing(False)
+        _aten_c.override_host_addressable_for_testing(False)
         try:
         {body}
         except RuntimeError as e:
@@ -39,7 +52,7 @@ CASES = {
     "matmul fast path": "x.view(2, 2) @ x.view(2, 2)",
     "fill fast path": "x.fill_(3.0)",
     "converting copy": "x.to(torch.float16)",
-    "collective alias": "torchneuron._C._cpu_alias(x)",
+    "collective alias": "_aten_c.cpu_alias(x)",
 }
 
 

@@ -46,8 +46,7 @@ def test_device_memory_reads_the_device_and_its_backing():
     free, total = torch.neuron.mem_get_info(device)
     assert 0 < figures.device_free <= total
     assert figures.backing_available > 0
-    assert figures.backing_source in ("torchneuron._C._backing_memory_available",
-                                      "torch.neuron.mem_get_info")
+    assert figures.backing_source == "torchneuron._C.runtime.backing_memory_available"
 
 
 def test_empty_host_cache_after_device_use_no_longer_crashes(python):

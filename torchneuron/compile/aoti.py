@@ -27,7 +27,8 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from .. import _C
+from .._C import aten as _aten_c
+from .._C import compile as _compile_c
 from ..runtime import activity
 
 DEVICE_KEY = "torchneuron.device"  # "neuron": the package runs on neuron tensors
@@ -119,7 +120,7 @@ def compile_and_package(original: Callable) -> Callable:
                 program_device(exported_program) is None:
             return original(exported_program, *args, inductor_configs=inductor_configs,
                             **kwargs)
-        _C._require_host_access("an AOTInductor package of a neuron program (CPU code on "
+        _aten_c.require_host_access("an AOTInductor package of a neuron program (CPU code on "
                                 "neuron memory)")
         configs = dict(inductor_configs or {})
         metadata = dict(configs.get("aot_inductor.metadata") or {})
@@ -144,7 +145,7 @@ class NeuronLoader:
     def __init__(self, loader, metadata: dict[str, str]) -> None:
         # Refused at the load, not first on the stream's worker, where the error would wait for
         # the next synchronization.
-        _C._require_host_access("running an AOTInductor package on neuron (CPU code on neuron "
+        _aten_c.require_host_access("running an AOTInductor package on neuron (CPU code on neuron "
                                 "memory)")
         self._loader = loader
         bound = json.loads(metadata[SYMBOLS_KEY])
@@ -155,7 +156,7 @@ class NeuronLoader:
              [_size_function(s, self._symbols) for s in o["sizes"]],
              [_size_function(s, self._symbols) for s in o["strides"]])
             for o in json.loads(metadata[OUTPUTS_KEY])]
-        self._launch = _C._as_one_item(self._launch_run)
+        self._launch = _compile_c.as_one_item(self._launch_run)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
@@ -191,12 +192,12 @@ class NeuronLoader:
 
     def _launch_run(self, count: int, *tensors) -> None:
         # One launch: queued as one item on the tensors' current stream, or run now when sync.
-        _C._launch_kernel(self._run, count, *tensors)
+        _compile_c.launch_kernel(self._run, count, *tensors)
 
     def _run(self, count: int, *tensors) -> None:
         # Where the item runs (the stream's worker, or this thread in sync mode): the CPU runner
         # on CPU aliases of the neuron buffers, its results written into the neuron outputs.
-        aliases = [_C._cpu_alias(t) for t in tensors]
+        aliases = [_aten_c.cpu_alias(t) for t in tensors]
         results = self._loader.boxed_run(aliases[:count])
         for output, result in zip(aliases[count:], results):
             output.copy_(result)

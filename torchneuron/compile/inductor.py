@@ -3,7 +3,7 @@
 The software NeuronCore runs kernels as CPU code on device memory, which lives in host RAM, so
 the kernels Inductor generates for the CPU are the neuron device's kernels: they receive the raw
 pointers of neuron tensors. What differs from the CPU is the host-side wrapper: it allocates its
-buffers with `empty_strided_neuron` (torchneuron._C's counterpart of Inductor's
+buffers with `empty_strided_neuron` (torchneuron._C.compile's counterpart of Inductor's
 `empty_strided_cpu`) and calls the C++ kernels for a device Inductor does not know. Four
 registrations make Inductor target neuron (see `register`)."""
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import glob
 import os
+
+import torch
 
 # internal: see runtime/torch_internals.py "register_backend_for_device"
 # internal: see runtime/torch_internals.py "register_device_op_overrides"
@@ -29,13 +31,15 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_fo
 from torch._inductor.utils import parallel_num_threads
 from torch._inductor.virtualized import V
 
+from ..runtime import extension
 from . import inductor_cpu_paths, onednn_gemm
 from .device_interface import NeuronInterface
 
 DEVICE = "neuron"
-ALLOCATOR = "empty_strided_neuron"  # torchneuron._C._empty_strided, in the generated wrapper
-LAUNCH = "launch_neuron"  # torchneuron._C._launch_kernel, each C++ kernel call
-ONE_ITEM = "as_one_item"  # torchneuron._C._as_one_item, around the graph's call
+# The names the generated wrapper gives the compile layer's bindings (torchneuron._C.compile).
+ALLOCATOR = "empty_strided_neuron"  # its empty_strided, each buffer of the wrapper
+LAUNCH = "launch_neuron"  # its launch_kernel, each C++ kernel call
+ONE_ITEM = "as_one_item"  # its as_one_item, around the graph's call
 CPP_WRAPPER_UNSUPPORTED = (
     "torch.compile on neuron does not support cpp_wrapper=True (AOTInductor's C++ wrapper has a "
     "runtime header only for built-in devices); compile without it: the generated Python "
@@ -88,9 +92,11 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
 
     def write_header(self) -> None:
         super().write_header()
-        self.imports.writeline(f"from torchneuron._C import _empty_strided as {ALLOCATOR}")
-        self.imports.writeline(f"from torchneuron._C import _launch_kernel as {LAUNCH}")
-        self.imports.writeline(f"from torchneuron._C import _as_one_item as {ONE_ITEM}")
+        # Each bound to a name of the wrapper's own: a call is then one global lookup.
+        self.imports.writeline("from torchneuron._C import compile as neuron_compile_c")
+        self.imports.writeline(f"{ALLOCATOR} = neuron_compile_c.empty_strided")
+        self.imports.writeline(f"{LAUNCH} = neuron_compile_c.launch_kernel")
+        self.imports.writeline(f"{ONE_ITEM} = neuron_compile_c.as_one_item")
 
     # internal: see runtime/torch_internals.py "wrapper.PythonWrapperCodegen"
     def generate_after_suffix(self, result) -> None:
@@ -103,9 +109,9 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         # CPU kernels on neuron buffers need memory the CPU can address in place: asked of the
         # runtime seam in its one place (csrc/aten/HostAccess.h), before any code is generated.
-        from .. import _C
+        from .._C import aten as _aten_c
 
-        _C._require_host_access("Inductor's CPU code generation for neuron buffers")
+        _aten_c.require_host_access("Inductor's CPU code generation for neuron buffers")
         if is_subgraph:
             return NeuronSubgraphWrapperCodegen(subgraph_name, parent_wrapper,
                                                 partition_signatures)
@@ -144,9 +150,9 @@ class CodegenFingerprint(CustomGraphModulePass):
     """Changes nothing in the graph; its uuid puts into Inductor's cache key (computed anew for
     every graph) what neuron's generated code depends on beyond the graph:
 
-    - the source of neuron's code generation (this package) and of its kernels (torchneuron._C:
-      the convolution's layout rule depends on it), so a graph cached by another torchneuron is
-      not reused;
+    - the source of neuron's code generation (this package) and of its kernels (the file of
+      torchneuron._C: the convolution's layout rule depends on it), so a graph cached by another
+      torchneuron is not reused;
     - the matmul kernel setting (NEURON_COMPILE_GEMM);
     - the intra-op thread count the C++ kernels are generated for. Inductor keys it only for
       graphs with CPU tensors (FxGraphHashDetails.cpp_runtime_thread_count), so a neuron graph
@@ -159,10 +165,9 @@ class CodegenFingerprint(CustomGraphModulePass):
 
     @staticmethod
     def sources() -> tuple[str, ...]:
-        from .. import _C
-
         here = os.path.dirname(os.path.abspath(__file__))
-        return tuple(sorted(glob.glob(os.path.join(here, "*.py")))) + (_C.__file__,)
+        core = str(extension.find(torch.__version__))  # the torchneuron._C this process loaded
+        return tuple(sorted(glob.glob(os.path.join(here, "*.py")))) + (core,)
 
     def uuid(self) -> bytes:
         return (self.source_hash() + b"gemm=" + onednn_gemm.setting().encode() +

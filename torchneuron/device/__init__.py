@@ -32,7 +32,8 @@ import sys
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
+from .._C import runtime as _runtime_c
 from ..runtime import device_state
 from . import accounting, amp, comm, contract, ipc, legacy_types, memory, monitoring, nvtx
 from . import properties, random, streams
@@ -74,14 +75,14 @@ def is_available() -> bool:
 def is_initialized() -> bool:
     """Whether device state exists in this process (created at the first device use or
     init(), as torch.cuda's), not merely whether the configuration was read."""
-    return _C._is_initialized() and not _C._is_in_bad_fork()
+    return _device_c.is_initialized() and not _device_c.is_in_bad_fork()
 
 
 def init() -> None:
     """Creates device state now (otherwise the first device use does); raises ConfigError for a
     bad configuration and RuntimeError in a process forked from an initialized parent."""
     device_state.configure()
-    _C._init()
+    _device_c.init()
 
 
 def __getattr__(name: str):
@@ -96,17 +97,17 @@ def __getattr__(name: str):
 def _is_in_bad_fork() -> bool:
     """True in a child forked after the parent initialized neuron (torch.manual_seed and the
     torch.multiprocessing checks read it, as torch.cuda's)."""
-    return _C._is_in_bad_fork()
+    return _device_c.is_in_bad_fork()
 
 
 def device_count() -> int:
     device_state.configure()
-    return _C._device_count()
+    return _runtime_c.device_count()
 
 
 def current_device() -> int:
     device_state.configure()
-    return _C._get_device()
+    return _device_c.get_device()
 
 
 def set_device(device: _device_t) -> None:
@@ -117,11 +118,11 @@ def set_device(device: _device_t) -> None:
     # propagation on rank 1 of an FSDP2 model then mixed neuron:1 and neuron:0 (TorchTitan's
     # init_weights, trunc_normal_ on a sharded parameter).
     init()
-    _C._set_device(index)
+    _device_c.set_device(index)
 
 
 def synchronize(device: _device_t = None) -> None:
-    _C._synchronize(_device_index(device))
+    _device_c.synchronize(_device_index(device))
 
 
 def eager_mode() -> str:
@@ -140,7 +141,7 @@ def _sleep(cycles: int) -> None:
     torch.cuda._sleep spins the GPU for that many clock cycles): tests use it to have work
     still running when they look."""
     current_device()  # device state first (lazy init)
-    _C._sleep(int(cycles))
+    _device_c.sleep(int(cycles))
 
 
 class device:
@@ -153,12 +154,12 @@ class device:
     def __enter__(self):
         self.prev_idx = current_device()
         if self.idx >= 0 and self.idx != self.prev_idx:
-            _C._set_device(self.idx)
+            _device_c.set_device(self.idx)
         return self
 
     def __exit__(self, *exc) -> bool:
         if self.idx >= 0 and self.idx != self.prev_idx:
-            _C._set_device(self.prev_idx)
+            _device_c.set_device(self.prev_idx)
         return False
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
 from ..runtime import device_state
 
 _device_t = Any  # torch.device | str | int | None, as torch.cuda accepts
@@ -21,16 +21,16 @@ def _device_index(device: _device_t, optional: bool = True) -> int:
     entry point that takes a device validates it here, with the one error `neuron:99` gives."""
     device_state.configure()
     if device is None:
-        return _C._get_device()
+        return _device_c.get_device()
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "neuron":
             raise ValueError(f"Expected a neuron device, but got: {device}")
         if device.index is None:
-            return _C._get_device()
+            return _device_c.get_device()
         device = device.index
     if isinstance(device, bool) or not isinstance(device, int):
         raise TypeError(f"Expected an int, str or torch.device for a neuron device, got {device!r}")
-    _C._check_device(device)
+    _device_c.check_device(device)
     return device

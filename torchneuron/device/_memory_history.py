@@ -15,7 +15,9 @@ import pickle
 import sys
 from typing import Any
 
-from .. import _C
+from .._C import device as _device_c
+from .._C import profiler as _profiler_c
+from .._C import runtime as _runtime_c
 from ._index import _device_t
 from ._oom_message import add_tail
 
@@ -39,8 +41,8 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
     if not isinstance(max_entries, int) or max_entries < 0:
         raise ValueError(f"max_entries must be a non-negative int, got {max_entries!r}")
     if clear_history:
-        _C._set_memory_history(False, 0)
-    _C._set_memory_history(enabled is not None, min(max_entries, sys.maxsize),
+        _profiler_c.set_memory_history(False, 0)
+    _profiler_c.set_memory_history(enabled is not None, min(max_entries, sys.maxsize),
                            stacks=context is not None)
 
 
@@ -84,14 +86,14 @@ def _allocator_settings() -> dict:
 def _snapshot(device: _device_t = None) -> dict[str, Any]:
     """The allocator's state (segments) and recorded history (device_traces), as
     torch.cuda.memory._snapshot() returns them."""
-    history = _C._memory_history()
+    history = _profiler_c.memory_history()
     # A live block's frames: those of the last allocation at its address.
     allocated_at = {address: frames for action, _, address, _, _, _, frames in history
                     if action == "alloc"}
     segments = [_segment(b["device"], b["address"], b["size"], b["requested_size"],
                          b["allocated"], allocated_at.get(b["address"]))
-                for b in _C._memory_snapshot()]
-    devices = max([_C._device_count(), *(s["device"] + 1 for s in segments)])
+                for b in _device_c.memory_snapshot()]
+    devices = max([_runtime_c.device_count(), *(s["device"] + 1 for s in segments)])
     return {"segments": segments,
             "device_traces": _trace_entries(history, devices),
             "allocator_settings": _allocator_settings()}
@@ -100,7 +102,7 @@ def _snapshot(device: _device_t = None) -> dict[str, Any]:
 def _snapshot_from_history() -> dict[str, Any]:
     """The snapshot rebuilt from the history alone (live segments and blocks replayed), for the
     out-of-memory hook, which runs while the allocator is locked and must not ask it."""
-    history = _C._memory_history()
+    history = _profiler_c.memory_history()
     segments: dict[int, list] = {}
     for action, device, address, size, requested, _, frames in history:
         if action == "segment_alloc":
@@ -136,5 +138,5 @@ def apply_oom_snapshot_setting(config) -> None:
     the allocator's history from then on and writes it where the variable says on an
     out-of-memory error, whose message names the file."""
     if config.oom_snapshot:
-        _C._set_memory_history(True, _DEFAULT_MAX_ENTRIES, stacks=True)
+        _profiler_c.set_memory_history(True, _DEFAULT_MAX_ENTRIES, stacks=True)
         add_tail(_oom_snapshot_writer(config.oom_snapshot))

@@ -1,13 +1,13 @@
 """The tail of a neuron out-of-memory message, from Python: the allocator calls one hook
-(_C._set_oom_hook) after its CUDA-like message, with the device, the size of the request that
-failed and the bytes usable there; this module makes that hook the concatenation of every tail
-registered here (the OOM snapshot writer, the memory advisor), in order."""
+(torchneuron._C.profiler.set_oom_hook) after its CUDA-like message, with the device, the size of
+the request that failed and the bytes usable there; this module makes that hook the concatenation
+of every tail registered here (the OOM snapshot writer, the memory advisor), in order."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from .. import _C
+from .._C import profiler as _profiler_c
 
 _tails: list[Callable[[int, int, int], str]] = []
 
@@ -28,4 +28,4 @@ def add_tail(tail: Callable[[int, int, int], str]) -> None:
         raise TypeError(f"an out-of-memory message tail must be callable, got {tail!r}")
     if tail not in _tails:
         _tails.append(tail)
-    _C._set_oom_hook(_message_tail)
+    _profiler_c.set_oom_hook(_message_tail)

@@ -23,13 +23,13 @@ import json
 import os
 import sys
 import threading
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from .. import _C
+from .._C import launch as _launch_c
+from .._C import profiler as _profiler_c
 from ..runtime import config
 
 __all__ = ["readiness_summary", "reset_readiness"]
@@ -49,19 +49,12 @@ def _internal_dirs() -> list[str]:
     return [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, package + os.sep]
 
 
-def _user_line() -> str:
-    """The innermost Python frame outside torch and torchneuron, as "file:line" (what the C++
-    side reports, read here for calls Python sees)."""
-    dirs = tuple(_internal_dirs())
-    for frame in reversed(traceback.extract_stack()):
-        if not frame.filename.startswith(dirs) and not frame.filename.startswith("<frozen"):
-            return f"{frame.filename}:{frame.lineno}"
-    return ""
-
-
 def _counting_mark_dynamic(*args: Any, **kwargs: Any) -> Any:
+    # The user's line as the C++ side names its findings (installed only while on, so after
+    # start() handed it the directories that are "inside").
+    location = _profiler_c.user_python_line()
     with _lock:
-        _dynamic_uses.append({"kind": "mark_dynamic", "location": _user_line()})
+        _dynamic_uses.append({"kind": "mark_dynamic", "location": location})
     return _original_mark_dynamic(*args, **kwargs)
 
 
@@ -104,10 +97,10 @@ def start() -> None:
         _users += 1
         if _users > 1:
             return
-    _C._accounting_set_internal_dirs(_internal_dirs())
-    _C._accounting_set_host_fallback_ops(list(_host_fallback_source()))
+    _profiler_c.set_internal_python_dirs(_internal_dirs())
+    _launch_c.accounting_set_host_fallback_ops(list(_host_fallback_source()))
     _install_mark_dynamic_counter()
-    _C._accounting_set_enabled(True)
+    _launch_c.accounting_set_enabled(True)
 
 
 def stop() -> None:
@@ -118,18 +111,18 @@ def stop() -> None:
         _users -= 1
         if _users > 0:
             return
-    _C._accounting_set_enabled(False)
+    _launch_c.accounting_set_enabled(False)
     _remove_mark_dynamic_counter()
 
 
 def is_enabled() -> bool:
-    return bool(_C._accounting_enabled())
+    return bool(_launch_c.accounting_enabled())
 
 
 def reset_readiness() -> None:
     """Forgets every count and every signature seen, as a new process would start."""
     global _metrics_base
-    _C._accounting_reset()
+    _launch_c.accounting_reset()
     with _lock:
         _dynamic_uses.clear()
         _metrics_base = _newest_metric()
@@ -168,7 +161,7 @@ class _Point:
 
 
 def _point() -> _Point:
-    records = {(r[0], r[1], r[2]): r for r in _C._accounting_records()}
+    records = {(r[0], r[1], r[2]): r for r in _launch_c.accounting_records()}
     with _lock:
         uses = len(_dynamic_uses)
     return _Point(records, _newest_metric(), uses)
@@ -260,12 +253,8 @@ def _hbm_bytes() -> int | None:
         return None
 
 
-def _initialized() -> bool:
-    return bool(_C._is_initialized())
-
-
 def _peak_now() -> int:
-    if not _initialized():
+    if not torch.neuron.is_initialized():
         return 0
     return max((torch.neuron.max_memory_allocated(d) for d in range(torch.neuron.device_count())),
                default=0)
@@ -292,7 +281,7 @@ _blocks = threading.local()
 
 
 def _reset_peaks() -> None:
-    if _initialized():
+    if torch.neuron.is_initialized():
         for d in range(torch.neuron.device_count()):
             torch.neuron.reset_peak_memory_stats(d)
 

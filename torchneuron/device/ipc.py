@@ -19,7 +19,7 @@ from multiprocessing.reduction import DupFd, ForkingPickler
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
 
 
 def _over(storage: torch.UntypedStorage) -> torch.Tensor:
@@ -30,11 +30,11 @@ def _over(storage: torch.UntypedStorage) -> torch.Tensor:
 def share(storage: torch.UntypedStorage) -> int:
     """Moves `storage` into shareable device memory (a no-op when it is there already); returns
     the descriptor of that memory, owned by the storage."""
-    return _C._share_storage(_over(storage))
+    return _device_c.share_storage(_over(storage))
 
 
 def is_shared(storage: torch.UntypedStorage) -> bool:
-    return _C._is_shared_storage(_over(storage))
+    return _device_c.is_shared_storage(_over(storage))
 
 
 # The storages this process received, by the identity of their shared memory (the file's inode,
@@ -54,7 +54,7 @@ def rebuild_storage(dup_fd, nbytes: int, device: int) -> torch.UntypedStorage:
         if storage is not None:
             os.close(fd)  # this process maps the memory already
             return storage
-        storage = _C._open_shared_storage(fd, nbytes, device).untyped_storage()
+        storage = _device_c.open_shared_storage(fd, nbytes, device).untyped_storage()
         _received[key] = weakref.ref(storage, lambda _, key=key: _received.pop(key, None))
         return storage
 
@@ -64,7 +64,7 @@ def ipc_collect() -> None:
     once every receiver has let go too (torch.cuda.ipc_collect's name). Until then such memory
     stays in this process's memory statistics, as CUDA keeps it; sharing and releasing also
     collect, so calling this is only needed to see the figures settle at once."""
-    _C._ipc_collect()
+    _device_c.ipc_collect()
 
 
 def reduce_neuron_storage(storage: torch.UntypedStorage):

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
+from .._C import runtime as _runtime_c
 from ._index import _device_index, _device_t
 from ._memory_history import (  # noqa: F401  (torch.cuda.memory's private names)
     apply_oom_snapshot_setting, _dump_snapshot, _record_memory_history, _snapshot)
@@ -61,11 +62,11 @@ def reset_max_memory_allocated(device: _device_t = None) -> None:
 
 
 def empty_cache() -> None:
-    _C._empty_cache()
+    _device_c.empty_cache()
 
 
 def mem_get_info(device: _device_t = None) -> tuple[int, int]:
-    return tuple(_C._mem_get_info(_device_index(device)))
+    return tuple(_device_c.mem_get_info(_device_index(device)))
 
 
 def set_per_process_memory_fraction(fraction: float, device: _device_t = None) -> None:
@@ -73,16 +74,16 @@ def set_per_process_memory_fraction(fraction: float, device: _device_t = None) -
         raise TypeError(f"Invalid type for fraction argument, must be float, got {fraction!r}")
     if not 0 <= fraction <= 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    _C._set_memory_fraction(float(fraction), _device_index(device))
+    _device_c.set_memory_fraction(float(fraction), _device_index(device))
 
 
 def get_per_process_memory_fraction(device: _device_t = None) -> float:
-    return _C._get_memory_fraction(_device_index(device))
+    return _device_c.get_memory_fraction(_device_index(device))
 
 
 def memory_snapshot() -> list[dict]:
     """Every block the allocator holds: device, address, size, requested_size, allocated."""
-    return _C._memory_snapshot()
+    return _device_c.memory_snapshot()
 
 
 def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
@@ -109,7 +110,7 @@ def memory_summary(device: _device_t = None, abbreviated: bool = False) -> str:
            f"|{'  ' + get_device_name(index):<{width}}|",
            f"|{f'  free {fmt_bytes(free)} of {fmt_bytes(total)}':<{width}}|",
            *([f"|{f'  configured HBM exceeds the host memory that backs it ({fmt_bytes(host)})':<{width}}|"]
-             if (host := _C._backing_memory_total()) < total else []),
+             if (host := _runtime_c.backing_memory_total()) < total else []),
            f"|{'  alloc retries: ' + str(stats.get('num_alloc_retries', 0)) + '  OOMs: ' + str(stats.get('num_ooms', 0)):<{width}}|",
            line,
            f"| {'Metric':<25}| {'Cur Usage':>10} | {'Peak Usage':>10} | {'Tot Alloc':>10} | {'Tot Freed':>9} |",

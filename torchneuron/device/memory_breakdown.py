@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
 from ._index import _device_index, _device_t
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
@@ -263,7 +263,7 @@ def live_breakdown(device: _device_t = None) -> Breakdown:
     for t in tensors:
         if t.untyped_storage().data_ptr() in optim:
             add(t, "optimizer_state")
-    blocks = [b for b in _C._memory_snapshot() if b["device"] == index]
+    blocks = [b for b in _device_c.memory_snapshot() if b["device"] == index]
     live = [b for b in blocks if b["allocated"]]
     # What the allocator holds that no Python object reaches: tensors autograd saved for
     # backward, and temporaries of the op in flight.

@@ -10,7 +10,8 @@ from typing import Callable
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
+from .._C import runtime as _runtime_c
 from ._index import _device_index, _device_t
 from ._oom_message import add_tail
 from .memory_advice import Suggestion, advise
@@ -39,8 +40,8 @@ class Explanation:
 
 
 def _capacity(index: int) -> tuple[int, int]:
-    total = _C._mem_get_info(index)[1]
-    return int(total * _C._get_memory_fraction(index)), total
+    total = _device_c.mem_get_info(index)[1]
+    return int(total * _device_c.get_memory_fraction(index)), total
 
 
 def explain(step: Callable[[], object] | None = None, model: torch.nn.Module | None = None,
@@ -52,7 +53,7 @@ def explain(step: Callable[[], object] | None = None, model: torch.nn.Module | N
     Without a step, the memory in use now."""
     index = _device_index(device)
     capacity, total = _capacity(index)
-    cores = _C._device_count()
+    cores = _runtime_c.device_count()
     if step is None:
         if model is not None or optimizer is not None:
             raise ValueError("explain(): model and optimizer describe a step: pass step too")
@@ -81,7 +82,7 @@ def oom_advice(device: int, size: int, usable: int) -> str:
     calls it after releasing its lock, so it may read the allocator's blocks."""
     now = live_breakdown(device)
     now.phase = "at the failed allocation"
-    total = _C._mem_get_info(device)[1]
+    total = _device_c.mem_get_info(device)[1]
     text = ["\nIn use when it failed, by what it is for (torch.neuron.memory.explain()):",
             *now.lines()]
     # The request that failed is counted as a temporary: what it would have held is unknown,
@@ -95,7 +96,7 @@ def oom_advice(device: int, size: int, usable: int) -> str:
              "would then fit (estimated on what is in use; the step's full peak is higher; "
              "torch.neuron.memory.explain(step, model, optimizer) under FakeTensorMode "
              "measures it):"]
-    text += [s.line() for s in sorted(advise(mem, usable, total, None, _C._device_count()),
+    text += [s.line() for s in sorted(advise(mem, usable, total, None, _runtime_c.device_count()),
                                       key=lambda s: -s.saving)]
     return "\n".join(text)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .. import _C
+from .._C import device as _device_c
+from .._C import profiler as _profiler_c
+from .._C import runtime as _runtime_c
 
 __all__ = ["range_push", "range_pop", "range_start", "range_end", "mark", "range"]
 
@@ -15,17 +17,17 @@ _next_id = 0
 
 
 def _device() -> int:
-    return _C._get_device() if _C._is_configured() else 0
+    return _device_c.get_device() if _runtime_c.is_configured() else 0
 
 
 def range_push(msg: str) -> int:
     """Opens a nested range; returns its depth (0 for the outermost), as nvtxRangePushA."""
-    return _C._range_push(str(msg), _device())
+    return _profiler_c.range_push(str(msg), _device())
 
 
 def range_pop() -> int:
     """Closes the innermost range; returns the depth left, or -1 when none was open."""
-    return _C._range_pop()
+    return _profiler_c.range_pop()
 
 
 def range_start(msg: str) -> int:
@@ -34,19 +36,19 @@ def range_start(msg: str) -> int:
     global _next_id
     _next_id += 1
     _open[_next_id] = str(msg)
-    _C._range_push(str(msg), _device())
+    _profiler_c.range_push(str(msg), _device())
     return _next_id
 
 
 def range_end(range_id: int) -> None:
     if _open.pop(range_id, None) is None:
         raise ValueError(f"torch.neuron.nvtx.range_end: no open range with id {range_id}")
-    _C._range_pop()
+    _profiler_c.range_pop()
 
 
 def mark(msg: str) -> None:
     """An instant event on the device's timeline."""
-    _C._mark(str(msg), _device())
+    _profiler_c.mark(str(msg), _device())
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _C
+from .._C import runtime as _runtime_c
 from ..runtime import config as _config
 from ._index import _device_index, _device_t
 
@@ -43,7 +43,7 @@ def get_device_properties(device: _device_t = None) -> _NeuronDeviceProperties:
     p, lnc = config.profile, config.logical_nc_config
     return _NeuronDeviceProperties(
         name=get_device_name(index),
-        total_memory=_C._hbm_capacity(index),
+        total_memory=_runtime_c.hbm_capacity(index),
         neuron_cores_per_chip=p.neuron_cores_per_chip,
         logical_nc_config=lnc,
         physical_cores=lnc,
@@ -51,7 +51,7 @@ def get_device_properties(device: _device_t = None) -> _NeuronDeviceProperties:
         peak_fp8_flops=p.per_device(p.peak_fp8_flops_per_chip, lnc),
         memory_bandwidth=p.per_device(p.hbm_bandwidth_bytes_per_s, lnc),
         multi_processor_count=lnc,
-        host_memory_limited=_C._hbm_capacity(index) > _C._backing_memory_total(),
+        host_memory_limited=_runtime_c.hbm_capacity(index) > _runtime_c.backing_memory_total(),
     )
 
 

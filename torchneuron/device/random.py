@@ -17,7 +17,8 @@ from typing import Iterable
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
+from .._C import runtime as _runtime_c
 from ._index import _device_index, _device_t
 
 __all__ = ["default_generators", "get_rng_state", "get_rng_state_all", "set_rng_state",
@@ -26,11 +27,11 @@ __all__ = ["default_generators", "get_rng_state", "get_rng_state_all", "set_rng_
 
 
 def default_generators() -> tuple[torch.Generator, ...]:
-    return tuple(_C._default_generator(i) for i in range(_C._device_count()))
+    return tuple(_device_c.default_generator(i) for i in range(_runtime_c.device_count()))
 
 
 def _generator(device: _device_t) -> torch.Generator:
-    return _C._default_generator(_device_index(device))
+    return _device_c.default_generator(_device_index(device))
 
 
 def get_rng_state(device: _device_t = "neuron") -> torch.Tensor:
@@ -38,7 +39,7 @@ def get_rng_state(device: _device_t = "neuron") -> torch.Tensor:
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [get_rng_state(i) for i in range(_C._device_count())]
+    return [get_rng_state(i) for i in range(_runtime_c.device_count())]
 
 
 def set_rng_state(new_state: torch.Tensor, device: _device_t = "neuron") -> None:
@@ -81,11 +82,11 @@ def draw_from_cpu_generator(enabled: bool) -> None:
     """What NEURON_RNG=cpu sets (see above), for a program that compares its random draws with
     the CPU's, such as a battery whose models sample with torch.randperm. The configuration
     applies its own setting when it is read (at the device's first use): set this after."""
-    _C._set_draws_from_cpu_generator(enabled)
+    _device_c.set_draws_from_cpu_generator(enabled)
 
 
 def draws_from_cpu_generator() -> bool:
-    return _C._draws_from_cpu_generator()
+    return _device_c.draws_from_cpu_generator()
 
 
 def initial_seed() -> int:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
 from ._index import _device_index
 
 __all__ = ["Stream", "Event", "StreamContext", "stream", "current_stream", "default_stream",
@@ -43,7 +43,7 @@ class Event(metaclass=_OnNeuron):
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False,
                 interprocess: bool = False) -> torch.Event:
-        return torch.Event(device=torch.device("neuron", _C._get_device()),
+        return torch.Event(device=torch.device("neuron", _device_c.get_device()),
                            enable_timing=enable_timing, blocking=blocking,
                            interprocess=interprocess)
 
@@ -73,7 +73,7 @@ class StreamContext:
 
     def __enter__(self):
         if self.stream is not None:
-            self.prev_device = _C._get_device()
+            self.prev_device = _device_c.get_device()
             self.prev_stream = current_stream(self.stream.device_index)
             torch.accelerator.set_stream(self.stream)
         return self
@@ -81,7 +81,7 @@ class StreamContext:
     def __exit__(self, *exc) -> bool:
         if self.stream is not None:
             torch.accelerator.set_stream(self.prev_stream)
-            _C._set_device(self.prev_device)
+            _device_c.set_device(self.prev_device)
         return False
 
 

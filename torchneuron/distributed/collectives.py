@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .. import _C
+from .._C import aten as _aten_c
 from ..runtime import activity
 from . import agreement, direct_calls, forensics, sequencer
 
@@ -53,7 +53,7 @@ class _Aliases:
         if isinstance(value, torch.Tensor):
             if value.device.type == "neuron":
                 self.neuron_devices.add(value.device.index)
-                alias = _C._cpu_alias(value)
+                alias = _aten_c.cpu_alias(value)
                 self.aliases.append(alias)
                 self.originals.append(value)
                 return alias

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import (AllgatherOptions, AllreduceOptions, BroadcastOptions,
                                         ReduceScatterOptions)
 
-from .. import _C
+from .._C import aten as _aten_c
 
 
 def _options(cls, trailing: tuple):
@@ -86,7 +86,7 @@ def _reduce_scatter_base_(group, cpu, args):
     opts = _options(ReduceScatterOptions, args[4:])
     factor = _set_reduce_op(opts, args[3])
     # The input stays as the caller passed it: a scaled copy, in neuron memory, is reduced.
-    source = cpu[1] if factor is None else _C._cpu_alias(args[1] * factor)
+    source = cpu[1] if factor is None else _aten_c.cpu_alias(args[1] * factor)
     return args[0], _cpu_backend(group)._reduce_scatter_base(cpu[0], source, opts).boxed()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .. import _C
+from .._C import device as _device_c
 
 
 def launcher_local_rank() -> int | None:
@@ -22,4 +22,4 @@ def start_on_local_rank(config) -> None:
     """Runs once the runtime is configured (runtime/device_state.on_configured)."""
     rank = launcher_local_rank()
     if rank is not None and config.device_count > 0:
-        _C._set_device(rank % config.device_count)
+        _device_c.set_device(rank % config.device_count)

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .. import _C
+from .._C import compile as _compile_c
 from .chain import Chain, InputRef, Output, RuntimeScalar, Scalar, Step, StepRef, TensorSpec
 from . import runtime_scalars
 from .background_rng import compiling_in_background
@@ -41,7 +41,7 @@ def reduction_names() -> list[str]:
 def configure(eager_mode: str, hot: int) -> None:
     """Called with the configuration in fused mode (the eager mode itself is set in the launch
     decision, csrc/aten/Launch.h): what chains may hold, and the compile thread."""
-    _C._fusion_configure(hot, reduction_names(), runtime_scalars.configured_names())
+    _compile_c.fusion_configure(hot, reduction_names(), runtime_scalars.configured_names())
     if eager_mode == "fused":
         start()
 
@@ -64,7 +64,7 @@ os.register_at_fork(after_in_child=_forget_thread)
 
 def _serve() -> None:
     while True:
-        request = _C._fusion_next_request()
+        request = _compile_c.fusion_next_request()
         serve(request)
 
 
@@ -81,10 +81,10 @@ def serve(request: tuple) -> str | None:
             _compiles[name] += compiled.cache_counts.get(name, 0)
         tensors = [spec.empty("neuron") for spec in chain.kernel_input_specs()]
         tensors += [spec.empty("neuron") for spec in buffers]
-        why = _C._fusion_install(request_id, compiled.fn, tensors)
+        why = _compile_c.fusion_install(request_id, compiled.fn, tensors)
     except Exception as e:  # noqa: BLE001 - a chain that does not compile runs unfused
         why = f"{type(e).__name__}: {e}"
-        _C._fusion_fail(request_id, why)
+        _compile_c.fusion_fail(request_id, why)
     if why is not None:
         log.debug("neuron fusion: chain %d stays unfused: %s", request_id, why)
     return why
@@ -137,14 +137,14 @@ def stats() -> dict:
     their floats change between calls, ops held right now (held_now), signatures seen, hot,
     compiled and refused (with the first reasons); the compiles' seconds and what Inductor's disk
     cache answered them."""
-    return {**_C._fusion_stats(), **_compiles}
+    return {**_compile_c.fusion_stats(), **_compiles}
 
 
 def wait(timeout: float | None = None) -> bool:
     """Waits until every hot chain was compiled or refused; False if `timeout` passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        s = _C._fusion_stats()
+        s = _compile_c.fusion_stats()
         if s["requested"] <= s["ready"] + s["failed"]:
             return True
         if deadline is not None and time.monotonic() > deadline:
@@ -154,4 +154,4 @@ def wait(timeout: float | None = None) -> bool:
 
 def reset() -> None:
     """Forgets every chain signature and count (the next chains start cold)."""
-    _C._fusion_reset()
+    _compile_c.fusion_reset()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _C
+from .._C import ops as _ops_c
 from . import dtype_policy
 
 DEFAULT_DTYPE = torch.bfloat16
@@ -17,7 +17,7 @@ POLICIES = ("lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dty
 
 def op_lists() -> dict[str, tuple[str, ...]]:
     """Policy name -> the ops ("name" or "name.overload") autocast casts with that policy."""
-    return {policy: tuple(ops) for policy, ops in _C._autocast_op_lists().items()}
+    return {policy: tuple(ops) for policy, ops in _ops_c.autocast_op_lists().items()}
 
 
 def apply() -> None:

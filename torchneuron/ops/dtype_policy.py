@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .. import _C
+from .._C import ops as _ops_c
 from ..runtime.config import FLOAT64_POLICIES
 from .op_lists import FLOAT64_DATA_MOVEMENT_OPS
 
@@ -27,7 +27,7 @@ def apply(policy: str) -> None:
     global _current
     if policy not in FLOAT64_POLICIES:
         raise ValueError(f"float64 policy {policy!r} is not valid; accepted: {', '.join(FLOAT64_POLICIES)}")
-    _C._set_float64_policy(_CODES[policy], list(FLOAT64_DATA_MOVEMENT_OPS))
+    _ops_c.set_float64_policy(_CODES[policy], list(FLOAT64_DATA_MOVEMENT_OPS))
     _current = policy
 
 
@@ -38,12 +38,12 @@ def get() -> str:
 def host_fallback_counts() -> dict[str, int]:
     """Calls per op that computed in float64 or complex128 on the host ("aten::mul.Tensor": 3),
     since the process started or the last reset; the ops Trainium would run on the CPU."""
-    return dict(_C._float64_host_fallback_counts())
+    return dict(_ops_c.float64_host_fallback_counts())
 
 
 def reset_host_fallback_counts() -> None:
     """Clears the counts, and lets each op warn once more under `warn` (tests, batteries)."""
-    _C._reset_float64_host_fallbacks()
+    _ops_c.reset_float64_host_fallbacks()
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _C
+from .._C import device as _device_c
 from .op_lists import RECURRENT_OPS
 
 _library: torch.library.Library | None = None
@@ -47,7 +47,7 @@ def _seed_from_device_generator(device: torch.device) -> int:
     """A seed for the op's dropout masks, taken from the device's generator as a random op of
     its own would take its numbers: its (seed, offset) now, the offset then moved on (no device
     work and no synchronization, unlike drawing a number)."""
-    gen = _C._default_generator(device.index)
+    gen = _device_c.default_generator(device.index)
     offset = gen.get_offset()
     gen.set_offset(offset + 4)
     return (gen.initial_seed() * 0x9E3779B97F4A7C15 + offset) % 2**63
@@ -69,7 +69,7 @@ def _kernel(op_name: str):
             return op.decompose(*args)
         devices: list[torch.device] = []
         cpu_args = [_to_cpu(a, devices) for a in args]  # the dispatcher came here for one
-        if args[dropout_at] > 0 and args[train_at] and not _C._draws_from_cpu_generator():
+        if args[dropout_at] > 0 and args[train_at] and not _device_c.draws_from_cpu_generator():
             seed = _seed_from_device_generator(devices[0])
             state = cpu_generator.get_state()
             cpu_generator.manual_seed(seed)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
-from .. import _C
+from .._C import profiler as _profiler_c
 from ..runtime import config
 from ..runtime.profiles import ChipProfile
 from .roofline import Estimate, _torch_dtype, estimate_records, hbm_bandwidth, peak_flops
@@ -84,7 +84,7 @@ def estimate_step(records: list[dict] | None = None, profile: ChipProfile | None
     profile = profile or cfg.profile
     lnc = lnc or cfg.logical_nc_config
     if records is None:
-        records = _C._profiler_records()
+        records = _profiler_c.records()
     return StepEstimate(profile, lnc, estimate_records(records, profile, lnc))
 
 

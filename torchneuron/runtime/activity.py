@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 import torch
 
-from .. import _C
+from .._C import profiler as _profiler_c
+from .._C import runtime as _runtime_c
 
 _DTYPE_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
                 torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int",
@@ -37,13 +38,13 @@ def _device_of(values) -> int:
 
 def run_recorded(name: str, run: Callable[[], Any], inputs) -> Any:
     """run(), recorded as one device activity named `name` when a profiler session records."""
-    if not _C._profiler_recording():
+    if not _profiler_c.recording():
         return run()
-    start = _C._device_clock_ns()
+    start = _runtime_c.device_clock_ns()
     result = run()
-    end = _C._device_clock_ns()
+    end = _runtime_c.device_clock_ns()
     device = _device_of(inputs)
     if device >= 0:
         outputs = result if isinstance(result, (list, tuple)) else [result]
-        _C._record_activity(name, device, start, end, _operands(inputs), _operands(outputs))
+        _profiler_c.record_activity(name, device, start, end, _operands(inputs), _operands(outputs))
     return result

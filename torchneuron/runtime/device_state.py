@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from .. import _C
+from .._C import runtime as _runtime_c
 from . import config
 
 _lock = threading.RLock()
@@ -33,14 +33,14 @@ def on_configured(fn: Callable[[config.Config], None]) -> None:
 def configure() -> config.Config:
     """Reads the configuration (once) and configures the runtime; raises ConfigError, naming the
     variable, when it is invalid, at this and every later call."""
-    if _C._is_configured():
+    if _runtime_c.is_configured():
         return config.current()
     with _lock:
         cfg = config.current()
-        if not _C._is_configured():
+        if not _runtime_c.is_configured():
             for fn in _on_configure:
                 fn(cfg)
-            _C._configure(cfg.device_count, cfg.hbm_bytes_per_device)
+            _runtime_c.configure(cfg.device_count, cfg.hbm_bytes_per_device)
             for fn in _on_configured:
                 fn(cfg)
         return cfg
@@ -48,4 +48,4 @@ def configure() -> config.Config:
 
 def install() -> None:
     """Lets the C++ core configure the runtime lazily through `configure()`."""
-    _C._set_lazy_configurator(configure)
+    _runtime_c.set_lazy_configurator(configure)

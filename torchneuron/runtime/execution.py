@@ -7,7 +7,9 @@ device memory themselves."""
 
 from __future__ import annotations
 
-from .. import _C
+from .._C import aten as _aten_c
+from .._C import launch as _launch_c
+from .._C import runtime as _runtime_c
 from . import device_state
 
 
@@ -15,7 +17,7 @@ def mode() -> str:
     """"sync", "async" or "fused": the configured mode of this process (NEURON_EAGER_MODE, read
     with the rest of the configuration)."""
     device_state.configure()
-    return _C._configured_eager_mode()
+    return _launch_c.configured_eager_mode()
 
 
 def eager_mode() -> str:
@@ -23,18 +25,18 @@ def eager_mode() -> str:
     configured one: "sync" under NEURON_LAUNCH_BLOCKING=1, "async" for fused mode while
     torch.use_deterministic_algorithms is on (fused chains are not held then)."""
     device_state.configure()
-    return _C._eager_mode()
+    return _launch_c.eager_mode()
 
 
 def launch_blocking() -> bool:
     device_state.configure()
-    return _C._launch_blocking()
+    return _launch_c.launch_blocking()
 
 
 def settle() -> None:
     """Waits for all queued device work and raises its pending error: for code that reads or
     writes neuron memory itself (compiled graphs' C++ kernels). Free when nothing is queued."""
-    _C._settle()
+    _launch_c.settle()
 
 
 def guard_host_kernels(namespace: str) -> tuple[str, ...]:
@@ -44,15 +46,15 @@ def guard_host_kernels(namespace: str) -> tuple[str, ...]:
     its wait for queued work. Call this once the extension is loaded: each of the namespace's
     catch-all-only ops then waits for queued work first (csrc/aten/HostKernels.h). Returns the
     ops guarded by this call."""
-    return tuple(_C._guard_host_kernels(namespace))
+    return tuple(_aten_c.guard_host_kernels(namespace))
 
 
 def drain_at_exit() -> None:
     """At interpreter exit: queued work finishes before the process tears down what it uses. An
     error it raised has no synchronization point left to surface at; it is printed."""
-    if _C._is_configured() and not _C._device_idle():
+    if _runtime_c.is_configured() and not _launch_c.device_idle():
         try:
-            _C._settle()
+            _launch_c.settle()
         except Exception as e:  # noqa: BLE001 - the process is exiting; report, do not raise
             import sys
 

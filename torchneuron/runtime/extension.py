@@ -3,8 +3,9 @@
 The core binds to ATen and c10 symbols whose layout changes between PyTorch releases, so one
 checkout holds one build per torch version, side by side: setup.py writes
 `torchneuron/_builds/torch-<torch.__version__>/_C*.so`, and `load()` picks the folder of the
-running torch. Under the name `torchneuron._C` it is what `from torchneuron import _C` and
-Inductor's generated `from torchneuron._C import ...` find, whatever the torch version.
+running torch. Under the name `torchneuron._C` it is what `from torchneuron._C import device`
+(each layer's submodule of bindings) and Inductor's generated wrapper find, whatever the torch
+version.
 
 This module imports nothing of torchneuron's (it runs first, from the package's __init__).
 """

@@ -1663,7 +1663,7 @@ ENTRIES: tuple[Internal, ...] = (
                 "static std::shared_ptr<CapturedTraceback> gather("),
          symbols=("_ZN5torch17CapturedTraceback6gatherEbbb",),
          covers=("torch::CapturedTraceback",)),
-    _cpp("torch::py_symbolize", ("Module.cpp",),
+    _cpp("torch::py_symbolize", ("ProfilerBindings.cpp",),
          "turns the recorded stacks into the frame dicts (filename, line, name) CUDA's snapshots "
          "hold, which memory_viz reads",
          header("torch/csrc/profiler/python/combined_traceback.h",
@@ -1816,7 +1816,7 @@ ENTRIES: tuple[Internal, ...] = (
          header("c10/util/intrusive_ptr.h", "Note [PyObject preservation for Tensor and Storages]",
                 "The PyObject, if it exists, holds a strong reference"),
          covers=("c10::impl::PyObjectSlot", "pyobj_slot", "load_pyobj")),
-    _cpp("torch::jit::toPyObject, torch::getTHPDtype", ("FusionBindings.cpp",),
+    _cpp("torch::jit::toPyObject, torch::getTHPDtype", ("CompileBindings.cpp",),
          "a hot chain's constants (IValues of the dispatcher's stack) reach the compile thread "
          "as Python values, a dtype argument as a torch.dtype",
          header("torch/csrc/jit/python/pybind_utils.h", "toPyObject("),
@@ -1906,7 +1906,7 @@ ENTRIES: tuple[Internal, ...] = (
              _premul_sum_is_a_reduce_op),
         covers=("c10d::ReduceOp", "c10d::PreMulSumSupplement")),
     _cpp("torch/csrc Python glue (THPVariable_Wrap/Check/Unpack, THPDtype, python_error)",
-         ("CompileAllocation.cpp", "KernelLaunch.cpp", "Module.cpp"),
+         ("CompileAllocation.cpp", "KernelLaunch.cpp", "RuntimeBindings.cpp"),
          "empty_strided_neuron and launch_neuron are bare CPython functions for the compiled "
          "wrapper's speed",
          header("torch/csrc/Dtype.h", "THPDtype_Check", "scalar_type"),

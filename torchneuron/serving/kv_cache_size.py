@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .._C import runtime as _runtime_c
+
 GiB = 1 << 30
 
 # vLLM CPU's historical default for VLLM_CPU_KVCACHE_SPACE was 4 GiB; this device shares its
@@ -33,16 +35,11 @@ class DeviceMemory:
 
 
 def device_memory(device: torch.device) -> DeviceMemory:
-    """Free device memory and the host memory that backs it. The C++ core reports the latter
-    (MemAvailable and the cgroup limit) where it is built with `_backing_memory_available`;
-    an older core has only the device's own figure, which then stands for both."""
-    import torchneuron._C as core
-
+    """Free device memory and the host memory that backs it (MemAvailable and the cgroup
+    limit, as the runtime seam reports them)."""
     free, _total = torch.neuron.mem_get_info(device)
-    backing = getattr(core, "_backing_memory_available", None)
-    if backing is None:
-        return DeviceMemory(free, free, "torch.neuron.mem_get_info")
-    return DeviceMemory(free, int(backing()), "torchneuron._C._backing_memory_available")
+    return DeviceMemory(free, int(_runtime_c.backing_memory_available()),
+                        "torchneuron._C.runtime.backing_memory_available")
 
 
 def kv_cache_bytes(explicit: int | None, memory: DeviceMemory) -> int:

@@ -2,7 +2,7 @@
 tensors of torch.compile's tracing, as HBM tensors of the kernel and back.
 
 Neuron tensors are read and written through the C++ core's CPU alias of their memory
-(torchneuron._C._cpu_alias, the one host-access check); numpy arrays share memory with torch
+(torchneuron._C.aten.cpu_alias, the one host-access check); numpy arrays share memory with torch
 CPU tensors, so a kernel's writes to an argument reach the caller's array.
 """
 

@@ -222,8 +222,8 @@ def cpu_view(tensor: torch.Tensor, dtype: dt.NkiDtype) -> torch.Tensor:
     """A flat CPU tensor over all of `tensor`'s storage, typed as `dtype.storage`: for neuron
     tensors, the C++ core's CPU alias (through its one host-access check)."""
     if tensor.device.type != "cpu":
-        from ... import _C
-        tensor = _C._cpu_alias(tensor)
+        from ..._C import aten as _aten_c
+        tensor = _aten_c.cpu_alias(tensor)
     raw = torch.empty(0, dtype=dtype.storage)
     nbytes = tensor.untyped_storage().nbytes()
     return raw.set_(tensor.untyped_storage(), 0, (nbytes // dtype.itemsize,), (1,))

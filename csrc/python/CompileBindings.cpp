@@ -1,8 +1,10 @@
-// torchneuron._C's fused-eager functions (csrc/compile/FusedChain.h): the configuration, and the
-// compile thread's side of the request queue (torchneuron/fusion/queue_feeder.py). Bound by
-// Module.cpp's PYBIND11_MODULE.
-#include "python/FusionBindings.h"
+// torchneuron._C.compile: the C++ compile layer (csrc/compile/): the compiled wrapper's
+// allocation entry and kernel launches (torchneuron/compile/), and fused eager's chains
+// (FusedChain.h): its configuration and the compile thread's side of the request queue
+// (torchneuron/fusion/queue_feeder.py).
+#include "python/Bindings.h"
 
+#include "compile/CompileAllocation.h"
 #include "compile/FusedChain.h"
 #include "compile/KernelLaunch.h"
 
@@ -76,11 +78,17 @@ py::object request_object(const fusion::Request& r) {
 
 }  // namespace
 
-void bind_fusion(py::module& m) {
-  m.def("_fusion_configure", &fusion::configure);
-  m.def("_fusion_holding", &fusion::holding);
+void bind_compile(py::module& parent) {
+  py::module m = parent.def_submodule("compile", "the C++ compile layer (csrc/compile/)");
+  // Bare CPython functions, not pybind11's: their call overhead is what torch.compile pays.
+  m.add_object("empty_strided", py::reinterpret_steal<py::object>(empty_strided_function()));
+  m.add_object("launch_kernel", py::reinterpret_steal<py::object>(launch_function()));
+  m.add_object("as_one_item", py::reinterpret_steal<py::object>(as_one_item_function()));
+
+  m.def("fusion_configure", &fusion::configure);
+  m.def("fusion_holding", &fusion::holding);
   // Blocks (without the GIL) until a chain is hot; None after `timeout_ms` (< 0: no timeout).
-  m.def("_fusion_next_request", [](int timeout_ms) -> py::object {
+  m.def("fusion_next_request", [](int timeout_ms) -> py::object {
     std::optional<fusion::Request> r;
     {
       py::gil_scoped_release no_gil;
@@ -90,7 +98,7 @@ void bind_fusion(py::module& m) {
   }, py::arg("timeout_ms") = -1);
   // Records a compiled chain's kernel calls (call(tensors) with the launches recorded) and
   // installs them for request `id`; returns None, or why the chain cannot fuse.
-  m.def("_fusion_install", [](std::uint64_t id, py::object call, py::list tensors) -> py::object {
+  m.def("fusion_install", [](std::uint64_t id, py::object call, py::list tensors) -> py::object {
     std::string why;
     auto program = record_kernel_calls(call.ptr(), tensors.ptr(), why);
     if (!program) {
@@ -100,9 +108,9 @@ void bind_fusion(py::module& m) {
     fusion::install(id, std::move(*program));
     return py::none();
   });
-  m.def("_fusion_fail", &fusion::fail);
-  m.def("_fusion_reset", &fusion::reset, py::call_guard<py::gil_scoped_release>());
-  m.def("_fusion_stats", [] {
+  m.def("fusion_fail", &fusion::fail);
+  m.def("fusion_reset", &fusion::reset, py::call_guard<py::gil_scoped_release>());
+  m.def("fusion_stats", [] {
     const fusion::Stats s = fusion::stats();
     py::dict d;
     d["ops_held"] = s.ops_held;
