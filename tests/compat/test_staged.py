@@ -57,3 +57,19 @@ def test_select_by_pattern_and_refuses_an_empty_selection():
     assert select(cases, None) == cases
     with pytest.raises(SystemExit, match="no case matches"):
         select(cases, ["dora*"])
+
+
+def test_the_report_states_models_per_minute_when_the_battery_has_models():
+    from torchneuron.compat.staged import markdown
+
+    def record(name, family, cpu, neuron):
+        return {"name": name, "family": family, "forward": PASS, "train": NA, "cause": None,
+                "max_abs_error": {}, "seconds": {"cpu": cpu, "neuron": neuron}}
+
+    records = [record("resnet", "model:classification", 10.0, 5.0),
+               record("vit", "timm:vision_transformer", 10.0, 5.0), record("nms", "ops", 30.0, 30.0)]
+    doc = {"meta": {"battery": "vision", "torch": "2.14", "stages": list(STAGES), "seconds": 90.0},
+           "totals": totals(records, STAGES), "records": records}
+    assert "Models: 2 in 30 s of their cases (both devices), 4.0 per minute." in markdown(doc)
+    doc["records"] = records[2:]
+    assert "per minute" not in markdown(doc)

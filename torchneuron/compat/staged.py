@@ -151,7 +151,8 @@ def run_battery(name: str, cases: list[Case], stages: tuple[str, ...], out: str)
 def markdown(doc: dict) -> str:
     meta, t, stages = doc["meta"], doc["totals"], doc["meta"]["stages"]
     lines = [f"# {meta['battery']} battery", "", f"torch {meta['torch']}; {meta['seconds']:.0f} s.",
-             "", "| stage | ran on CPU | pass on neuron |", "|---|---|---|"]
+             ""] + _model_throughput(doc["records"]) + [
+             "| stage | ran on CPU | pass on neuron |", "|---|---|---|"]
     lines += [f"| {s} | {v['ran_on_cpu']} | {v['pass_on_neuron']} |" for s, v in t["stages"].items()]
     a = t["all_stages"]
     lines += [f"| **every stage** | {a['runnable_on_cpu']} | {a['pass_on_neuron']} |", "",
@@ -163,6 +164,18 @@ def markdown(doc: dict) -> str:
         lines.append(f"| {r['name']} | {r['family']} | " + " | ".join(r[s] for s in stages)
                      + f" | {errs} | {r['seconds']['cpu']:.2f} | {r['seconds']['neuron']:.2f} | {cause} |")
     return "\n".join(lines) + "\n"
+
+
+def _model_throughput(records: list[dict]) -> list[str]:
+    """Models per minute, for a battery whose cases include models (torchvision's builders are
+    family "model:<task>", timm's "timm:<module>"): their count over the time their cases took,
+    CPU and neuron sides together."""
+    models = [r for r in records if r["family"].startswith(("model:", "timm:"))]
+    seconds = sum(r["seconds"]["cpu"] + r["seconds"]["neuron"] for r in models)
+    if not models or seconds <= 0:
+        return []
+    return [f"Models: {len(models)} in {seconds:.0f} s of their cases (both devices), "
+            f"{60 * len(models) / seconds:.1f} per minute.", ""]
 
 
 def print_summary(doc: dict) -> int:
