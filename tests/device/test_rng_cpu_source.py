@@ -105,13 +105,10 @@ def test_the_setting_switches_at_run_time_and_back():
 
     torch.neuron.init()
     before = neuron_random.draws_from_cpu_generator()
-    try:
-        neuron_random.draw_from_cpu_generator(True)
+    with neuron_random.drawing_from_cpu_generator():
         assert neuron_random.draws_from_cpu_generator()
         torch.manual_seed(7)
         expected = torch.randperm(50)
         torch.manual_seed(7)
         torch.testing.assert_close(torch.randperm(50, device="neuron").cpu(), expected)
-    finally:
-        neuron_random.draw_from_cpu_generator(before)
     assert neuron_random.draws_from_cpu_generator() == before

@@ -13,7 +13,8 @@ not CUDA-style per-shard streams under it (docs/port.md)."""
 
 from __future__ import annotations
 
-from typing import Iterable
+import contextlib
+from typing import Iterable, Iterator
 
 import torch
 
@@ -87,6 +88,17 @@ def draw_from_cpu_generator(enabled: bool) -> None:
 
 def draws_from_cpu_generator() -> bool:
     return _device_c.draws_from_cpu_generator()
+
+
+@contextlib.contextmanager
+def drawing_from_cpu_generator() -> Iterator[None]:
+    """draw_from_cpu_generator(True) for a block, the setting before it put back at its end."""
+    before = draws_from_cpu_generator()
+    draw_from_cpu_generator(True)
+    try:
+        yield
+    finally:
+        draw_from_cpu_generator(before)
 
 
 def initial_seed() -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ...device.random import draw_from_cpu_generator, draws_from_cpu_generator
+from ...device.random import drawing_from_cpu_generator
 from ..staged import Case, seed_everything
 from .moving import to_device
 
@@ -162,22 +162,20 @@ def run(task: str, name: str, device: str):
     # The detectors' training samples draw anchors and proposals with torch.randperm, so neuron's
     # random ops draw from the CPU's generator during the case (NEURON_RNG=cpu's setting).
     seed_everything()
-    drew_from_cpu = draws_from_cpu_generator()
-    draw_from_cpu_generator(True)
     try:
-        x, targets = to_device(_inputs(task, name), device)
-        model.eval()
-        with torch.no_grad():
-            yield "forward", _call(task, model, x, targets)
-        if name in BACKWARD:
-            _no_randomness(model)
-            out = _call(task, model, x, targets)
-            loss = _scalar_loss(task, out)
-            loss.backward()
-            yield "backward", [("loss", loss.detach())] + [
-                (n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
+        with drawing_from_cpu_generator():
+            x, targets = to_device(_inputs(task, name), device)
+            model.eval()
+            with torch.no_grad():
+                yield "forward", _call(task, model, x, targets)
+            if name in BACKWARD:
+                _no_randomness(model)
+                out = _call(task, model, x, targets)
+                loss = _scalar_loss(task, out)
+                loss.backward()
+                yield "backward", [("loss", loss.detach())] + [
+                    (n, p.grad) for n, p in model.named_parameters() if p.grad is not None]
     finally:
-        draw_from_cpu_generator(drew_from_cpu)
         # Runs when the runner drops the generator. The device keeps freed blocks cached, as
         # CUDA's allocator does: 109 builders' worth grew one battery process to 17.5 GB (the
         # OOM killer stopped it at case 85).

@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from ...device.random import draw_from_cpu_generator, draws_from_cpu_generator
+from ...device.random import drawing_from_cpu_generator
 from ..staged import Case
 
 SIZE_WORDS = ("test", "atto", "femto", "pico", "nano", "xxs", "tiny", "xs", "mini", "small",
@@ -76,12 +76,10 @@ def run(name: str, sample: bool, device: str):
     # 0.2), which _no_randomness cannot switch off: on neuron the case draws from the CPU's
     # generator, whose state both sides reach alike (the same seed, the same init), so both
     # drop the same units.
-    drew_from_cpu = draws_from_cpu_generator()
-    draw_from_cpu_generator(True)
     try:
-        yield from _stages(model, x, sample, device)
+        with drawing_from_cpu_generator():
+            yield from _stages(model, x, sample, device)
     finally:
-        draw_from_cpu_generator(drew_from_cpu)
         # As the torchvision battery does (vision/models.py): the device keeps freed blocks
         # cached, and 98 families' worth grew the first full run to 19.6 GB (the OOM killer
         # stopped it at family 14).
