@@ -83,15 +83,20 @@ def untried_by_reason(records: list[dict]) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def torch_versions(records: list[dict], meta: dict) -> collections.Counter:
-    """How many records ran under each torch (a record without one ran under the meta's)."""
-    return collections.Counter(r.get("torch") or meta.get("torch") for r in records)
-
-
 def main_torch(meta: dict) -> str | None:
     """The report's own torch: the one its first run ran under (`--update` keeps it); records
     under another were merged in from a run in another environment (make compat-models-timm)."""
     return meta.get("torch")
+
+
+def record_torch(rec: dict, meta: dict) -> str | None:
+    """The torch a record ran under (a record without one ran under the report's own)."""
+    return rec.get("torch") or main_torch(meta)
+
+
+def torch_versions(records: list[dict], meta: dict) -> collections.Counter:
+    """How many records ran under each torch."""
+    return collections.Counter(record_torch(r, meta) for r in records)
 
 
 def needing_timm(previous: dict) -> list[str]:
@@ -102,7 +107,7 @@ def needing_timm(previous: dict) -> list[str]:
     main = main_torch(meta)
     return [r["model_type"] for r in records
             if (outcome(r) == "not runnable on CPU" and untried_reason(r) == NEEDS_TIMM)
-            or (r.get("torch") or meta.get("torch")) != main]
+            or record_torch(r, meta) != main]
 
 
 def _torch_note(records: list[dict], meta: dict) -> str:
@@ -114,7 +119,7 @@ def _torch_note(records: list[dict], meta: dict) -> str:
         return f"torch {main}"
     others = "; ".join(
         f"torch {v} ({n} model types: "
-        + ", ".join(r["model_type"] for r in records if (r.get("torch") or meta.get("torch")) == v)
+        + ", ".join(r["model_type"] for r in records if record_torch(r, meta) == v)
         + ")" for v, n in versions.most_common() if v != main)
     return f"torch {main} ({versions[main]} model types); {others}"
 
@@ -168,7 +173,7 @@ def markdown(records: list[dict], meta: dict) -> str:
     for r in records:
         cause = (r["cause"] or "").replace("|", "/")[:120]
         f64 = " (float64 allowed)" if r.get("float64_allowed") else ""
-        ran_under = f"{r.get('torch') or meta.get('torch')} | " if several else ""
+        ran_under = f"{record_torch(r, meta)} | " if several else ""
         lines.append(f"| {r['model_type']} | {r['class']} | {r['family']} | {r['build']} | "
                      f"{r['forward']} | {r['backward']} | {r['generate']} | {_fmt_err(r)} | "
                      f"{r['seconds']['cpu']:.2f} | {r['seconds']['neuron']:.2f} | {ran_under}"
