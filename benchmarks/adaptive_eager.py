@@ -299,7 +299,7 @@ def warm_up(case: Case, device: str, first: bool) -> None:
     if device == "cpu":
         seconds_per_call(case.fn, 3, keep_results=case.keep_results)
         return
-    from torchneuron.fusion import queue_feeder
+    from torchneuron.fused_eager import queue_feeder
     from torchneuron.runtime import config
 
     def settle() -> None:  # queued work done and every requested compile installed

@@ -41,7 +41,7 @@ def pytest_terminal_summary(terminalreporter):
 
     if not torch.neuron.is_initialized() or torchneuron.runtime.execution.mode() != "fused":
         return
-    from torchneuron.fusion import queue_feeder
+    from torchneuron.fused_eager import queue_feeder
 
     s = queue_feeder.stats()
     chains = max(1, s["chains"])

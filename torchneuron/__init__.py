@@ -19,7 +19,7 @@ What the package holds, bottom-up by layer (docs/architecture.md has the table):
 - `serving/`: vLLM's platform plugin for neuron.
 - `port/`: the CUDA lock-in scanner and rewriter (`torchneuron port`).
 - `import_names.py`: which import names (`nki`, `torch_neuronx`) torchneuron answers to.
-- `fusion/`: the compiler of fused eager's hot chains and its cache.
+- `fused_eager/`: fused eager's Python side: the compiler of its hot chains and its cache.
 - `kernels/`: NKI on the software NeuronCore, `nki_op` and the kernel library.
 - `torch_neuronx.py`: `torch_neuronx`'s names, for code written for AWS's TorchNeuron.
 - `compat/`: the compatibility batteries (ops, models, diffusers, PEFT, sentence-transformers).
@@ -69,11 +69,11 @@ _device_state.on_configure(lambda config: _launch_c.configure_execution(
     config.eager_mode, config.launch_blocking))
 
 
-# Fused mode (csrc/compile/FusedChain.h): held pointwise chains; a thread compiles hot ones. The
+# Fused mode (csrc/fused_eager/FusedEager.h): held pointwise chains; a thread compiles hot ones. The
 # compiler (and so Inductor) is imported only when fused mode is asked for.
 def _configure_fusion(config) -> None:
     if config.eager_mode == "fused":
-        from .fusion import queue_feeder
+        from .fused_eager import queue_feeder
 
         queue_feeder.configure(config.eager_mode, config.fusion_hot)
 

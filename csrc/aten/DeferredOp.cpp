@@ -325,7 +325,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     // Fused mode: the op may be held back, to run fused with the ops around it. Its unfused run
     // uses the stream's memory unreferenced, as queued work does; while it is held, `keep`
     // references that memory (the chain counts those references as its own, see
-    // FusedChain.cpp's live()).
+    // csrc/fused_eager/ChainSignature.cpp's live()).
     const auto strong = std::make_shared<std::pair<torch::jit::Stack, std::vector<Result>>>(
         work_stack, results);
     if (clock != nullptr) use_in_stream_order(work_stack, results, stream, clock);

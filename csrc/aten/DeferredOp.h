@@ -65,8 +65,8 @@ bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks);
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
               c10::DeviceIndex device, bool hold, RecipeCheck* check, CallArguments* read);
 
-// Fused eager (csrc/compile/FusedChain.h, a layer above) may hold an op back instead of queuing
-// it: `hold(op, device, args, snapshots, result, work)` is offered each op with one tensor
+// Fused eager (csrc/fused_eager/FusedEager.h, a layer above) may hold an op back instead of
+// queuing it: `hold(op, device, args, snapshots, result, work)` is offered each op with one tensor
 // result that the launch decision asked to hold (args: the caller's arguments; snapshots:
 // the queued work's copies; work: the op's unfused run, which may use memory of its stream
 // unreferenced; keep: references to the memory the snapshots and the result use, for as long

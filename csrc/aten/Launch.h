@@ -1,6 +1,6 @@
 // The launch decision: for every op on neuron, whether it runs now on the calling thread, is
 // queued on a stream of the runtime (runtime/Execution.h), or is held back to be fused with the
-// ops around it (compile/FusedChain.h). decide() is the one place that says so; the boxed
+// ops around it (fused_eager/FusedEager.h). decide() is the one place that says so; the boxed
 // fallback, the native kernels' fast paths, copies and compiled kernels all ask it.
 //
 // The eager mode is one value, set once at configuration (NEURON_EAGER_MODE); what may change
@@ -91,8 +91,8 @@ bool idle();
 // Items queued or running over all streams, not counting held ops (tests read it).
 std::int64_t queued_items();
 
-// Fused mode holds queued ops back (compile/FusedChain.h). Before anything that must come after
-// held work (work queued on the stream, a marker, a synchronization or query; `stream` null:
+// Fused mode holds queued ops back (fused_eager/FusedEager.h). Before anything that must come
+// after held work (work queued on the stream, a marker, a synchronization or query; `stream` null:
 // every stream) the holder's flush hands it over.
 using HeldFlush = void (*)(const c10::Stream* stream);
 void set_held_flush(HeldFlush flush);

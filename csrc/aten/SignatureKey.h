@@ -1,5 +1,5 @@
 // Call signatures as byte strings (hash-map keys): the queue's per-call recipes
-// (DeferredOp.cpp) and fused eager's chains (csrc/compile/FusedChain.cpp) write values the same way.
+// (DeferredOp.cpp) and fused eager's chains (csrc/fused_eager/) write values the same way.
 #pragma once
 
 #include <ATen/core/ivalue.h>

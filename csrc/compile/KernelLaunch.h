@@ -20,7 +20,7 @@ PyObject* launch_function();
 PyObject* as_one_item_function();
 
 // One kernel call of a compiled graph, as fused eager replays it without Python
-// (csrc/compile/FusedChain.cpp): the kernel's C entry point and, per argument, a buffer and a byte
+// (csrc/fused_eager/): the kernel's C entry point and, per argument, a buffer and a byte
 // offset into it (its pointer is passed) or an integer passed by value.
 struct RecordedCall {
   void* entry = nullptr;

@@ -14,5 +14,6 @@ void bind_device(py::module& m);    // DeviceBindings.cpp: _C.device, the C++ de
 void bind_aten(py::module& m);      // AtenBindings.cpp: _C.aten, the C++ ATen layer
 void bind_ops(py::module& m);       // OpsBindings.cpp: _C.ops, the C++ ops
 void bind_compile(py::module& m);   // CompileBindings.cpp: _C.compile, the C++ compile layer
+void bind_fused_eager(py::module& m);  // FusedEagerBindings.cpp: _C.fused_eager, fused eager
 
 }  // namespace torchneuron

@@ -15,4 +15,5 @@ PYBIND11_MODULE(_C, m) {
   torchneuron::bind_aten(m);
   torchneuron::bind_ops(m);
   torchneuron::bind_compile(m);
+  torchneuron::bind_fused_eager(m);
 }

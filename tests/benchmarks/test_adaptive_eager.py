@@ -137,7 +137,7 @@ import sys
 import torch
 sys.path.insert(0, sys.argv[1])
 import adaptive_eager
-from torchneuron.fusion import queue_feeder
+from torchneuron.fused_eager import queue_feeder
 
 case = adaptive_eager.pointwise_chain_case("neuron", adaptive_eager.DEFAULT_SIZES)
 assert case.keep_results

@@ -56,3 +56,11 @@ RECURRENT_OPS = (
     "lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
     "rnn_relu.input", "rnn_relu.data",
 )
+
+# Reductions that may end a fused eager chain (csrc/fused_eager/FusibleOps.h): Inductor lowers
+# them into the same loop nest as the pointwise ops feeding them. Only one, at the end of a chain
+# (a later op would read a reduced shape).
+CHAIN_ENDING_REDUCTIONS = (
+    "aten::sum.default", "aten::sum.dim_IntList", "aten::mean.default", "aten::mean.dim",
+    "aten::amax.default", "aten::amin.default", "aten::prod.default", "aten::prod.dim_int",
+)

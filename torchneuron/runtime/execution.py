@@ -1,6 +1,6 @@
 """How eager ops execute on neuron: queued per stream and run by the runtime's stream workers
 (NEURON_EAGER_MODE=async, the default; csrc/runtime/Execution.h), the same with hot chains of
-pointwise ops fused into one kernel (fused; csrc/compile/FusedChain.h), or synchronously (sync);
+pointwise ops fused into one kernel (fused; csrc/fused_eager/FusedEager.h), or synchronously (sync);
 csrc/aten/Launch.h decides for each op. This module is the Python side: the mode a process runs
 in, and the few places above the C++ core that must wait for queued work before they touch
 device memory themselves."""

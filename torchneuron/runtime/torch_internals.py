@@ -827,7 +827,7 @@ _IND = "torch._inductor"
 _INDUCTOR_CPU_PATHS = "torchneuron/compile/inductor_cpu_paths.py"
 _INDUCTOR_PY = "torchneuron/compile/inductor.py"
 _AOTI_PY = "torchneuron/compile/aoti.py"
-_FUSION_COMPILER = "torchneuron/fusion/compiler.py"
+_FUSION_COMPILER = "torchneuron/fused_eager/compiler.py"
 _ONEDNN = "torchneuron/compile/onednn_gemm.py"
 _COLLECTIVES = "torchneuron/distributed/collectives.py"
 _DIRECT = "torchneuron/distributed/direct_calls.py"
@@ -1338,13 +1338,12 @@ ENTRIES: tuple[Internal, ...] = (
         exists("torch.utils._pytree.tree_flatten", params=("tree",))),
     Internal(
         "torch._ops.OpOverload._schema", "relied on",
-        ("torchneuron/compat/random_draws.py", "torchneuron/fusion/ops.py",
+        ("torchneuron/compat/random_draws.py", "torchneuron/fused_eager/ops.py",
          "torchneuron/ops/op_support.py",
-         "torchneuron/fusion/queue_feeder.py", "torchneuron/fusion/graph.py",
-         "torchneuron/fusion/runtime_scalars.py"),
+         "torchneuron/fused_eager/queue_feeder.py", "torchneuron/fused_eager/graph.py",
+         "torchneuron/fused_eager/runtime_scalars.py"),
         "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw; "
-        "fused eager reads is_mutable and returns to refuse in-place, out= and multi-result ops, "
-        "names ops as the C++ core does (schema name and _overloadname), passes a queued "
+        "fused eager asks its rule only of OpOverloads, names ops as the C++ core does (schema name and _overloadname), passes a queued "
         "op's kwarg-only arguments by name, and finds a runtime scalar's argument position, "
         "type and default; the op-support rule reads an op's returns (no tensor: an assert or "
         "a predicate)",
@@ -1353,7 +1352,7 @@ ENTRIES: tuple[Internal, ...] = (
              _op_overloads_name_their_overload),
         covers=("._schema", "torch._ops.OpOverload", "._overloadname")),
 
-    # ---- fused eager: chains compiled with Inductor outside Dynamo (torchneuron/fusion)
+    # ---- fused eager: chains compiled with Inductor outside Dynamo (torchneuron/fused_eager)
     Internal(
         "torch._guards.tracing", "relied on", (_FUSION_COMPILER,),
         "a chain compiles inside a TracingContext whose fake mode has a ShapeEnv: without one "
@@ -1364,7 +1363,7 @@ ENTRIES: tuple[Internal, ...] = (
         covers=("torch._guards.TracingContext", f"{_IND}.codecache")),
     Internal(
         "torch._subclasses.fake_tensor.FakeTensorMode", "relied on",
-        (_FUSION_COMPILER, "torchneuron/fusion/chain.py", "torchneuron/timemodel/trace.py"),
+        (_FUSION_COMPILER, "torchneuron/fused_eager/chain.py", "torchneuron/timemodel/trace.py"),
         "a chain's example inputs and result layouts are fake tensors made from its metadata "
         "(static shapes), so compiling needs no real memory; the time model builds and runs a "
         "70B model under it at full size without allocating it",
@@ -1406,7 +1405,7 @@ ENTRIES: tuple[Internal, ...] = (
         exists(f"{_IND}.compile_fx.compile_fx_inner", params=("gm", "example_inputs"))),
     Internal(
         "torch._dynamo.utils.preserve_rng_state", "patched",
-        ("torchneuron/fusion/background_rng.py",),
+        ("torchneuron/fused_eager/background_rng.py",),
         "Inductor's compile saves and restores the process's CPU random state around codegen; on "
         "fused mode's compile thread the restore rewound random numbers the caller drew "
         "meanwhile, so a thread-aware wrapper skips it there (compile_fx reads the module "
@@ -1414,7 +1413,7 @@ ENTRIES: tuple[Internal, ...] = (
         _all(exists("torch._dynamo.utils.preserve_rng_state"),
              contains(f"{_IND}.compile_fx", None, "dynamo_utils.preserve_rng_state()"))),
     Internal(
-        f"{_IND}.codegen.cpp.TilingSelect", "patched", ("torchneuron/fusion/vector_interleave.py",),
+        f"{_IND}.codegen.cpp.TilingSelect", "patched", ("torchneuron/fused_eager/vector_interleave.py",),
         "a fused chain's kernel steps by four SIMD vectors so that its math overlaps (a chain of "
         "Sleef calls stepped by one vector waits on their latency): a thread-aware wrapper of "
         "select_tiling widens the one-level tiling factor on fused mode's compile only "
@@ -1425,12 +1424,12 @@ ENTRIES: tuple[Internal, ...] = (
              contains(f"{_IND}.codegen.cpp", None, "tiling_select = TilingSelect()",
                       "VectorizedN<"))),
     Internal(
-        f"{_IND}.cpu_vec_isa.pick_vec_isa", "relied on", ("torchneuron/fusion/vector_interleave.py",),
+        f"{_IND}.cpu_vec_isa.pick_vec_isa", "relied on", ("torchneuron/fused_eager/vector_interleave.py",),
         "the SIMD width Inductor generates for (float elements per vector), which the fused "
         "chain's wider tiling is a multiple of",
         exists(f"{_IND}.cpu_vec_isa.pick_vec_isa", params=())),
     Internal(
-        "torch.compiler.config.cache_key_tag", "relied on", ("torchneuron/fusion/vector_interleave.py",),
+        "torch.compiler.config.cache_key_tag", "relied on", ("torchneuron/fused_eager/vector_interleave.py",),
         "a fused chain's compile tags Inductor's FX graph cache key, so its wider-stepped kernels "
         "and a user's torch.compile of the same graph are cached apart",
         _all(exists("torch.compiler.config.cache_key_tag"),
@@ -1450,8 +1449,8 @@ ENTRIES: tuple[Internal, ...] = (
              exists(f"{_IND}.config.patch")),
         covers=(f"{_IND}.config.emulate_precision_casts", f"{_IND}.config.patch")),
     Internal(
-        f"{_IND}.runtime.cache_dir_utils.cache_dir", "relied on", ("torchneuron/fusion/policy.py",),
-        "where Inductor's FX graph cache keeps compiled chains (reported by fusion.stats())",
+        f"{_IND}.runtime.cache_dir_utils.cache_dir", "relied on", ("torchneuron/fused_eager/policy.py",),
+        "where Inductor's FX graph cache keeps compiled chains (reported by fused_eager.stats())",
         _all(exists(f"{_IND}.runtime.cache_dir_utils.cache_dir", params=()),
              contains(f"{_IND}.codecache", "FxGraphCache._get_tmp_dir", '"fxgraph"'))),
 
@@ -1792,7 +1791,7 @@ ENTRIES: tuple[Internal, ...] = (
          covers=("at::CPUGeneratorImpl", "at::mt19937_data_pod", "at::Philox4_32")),
     _cpp("TensorImpl/StorageImpl internals of the CPU alias",
          ("CpuAlias.cpp", "NeuronHooks.cpp", "Arithmetic.cpp", "Fallback.cpp",
-          "SharedStorage.cpp", "DeferredOp.cpp", "CallArguments.cpp", "FusedChain.cpp",
+          "SharedStorage.cpp", "DeferredOp.cpp", "CallArguments.cpp", "HeldChain.cpp",
           "Accounting.cpp"),
          "CPU aliases of neuron memory are built and synced back by hand: sizes/strides set "
          "directly, storage data pointers swapped, conj/neg bits copied; a storage sent to "
@@ -1808,7 +1807,7 @@ ENTRIES: tuple[Internal, ...] = (
                  "StorageImpl::set_data_ptr_noswap", "StorageImpl::set_data_ptr",
                  "StorageImpl::set_nbytes",
                  "DataPtr::unsafe_set_device", "Tensor::_set_conj", "Tensor::_set_neg")),
-    _cpp("c10::impl::PyObjectSlot (PyObject preservation)", ("FusedChain.cpp",),
+    _cpp("c10::impl::PyObjectSlot (PyObject preservation)", ("ChainSignature.cpp",),
          "fused eager skips writing a held op's result that nothing can read: a tensor whose "
          "Python object only C++ references keep alive (the object holds one strong reference "
          "to its TensorImpl or StorageImpl) is not held by Python code",
@@ -1816,7 +1815,7 @@ ENTRIES: tuple[Internal, ...] = (
          header("c10/util/intrusive_ptr.h", "Note [PyObject preservation for Tensor and Storages]",
                 "The PyObject, if it exists, holds a strong reference"),
          covers=("c10::impl::PyObjectSlot", "pyobj_slot", "load_pyobj")),
-    _cpp("torch::jit::toPyObject, torch::getTHPDtype", ("CompileBindings.cpp",),
+    _cpp("torch::jit::toPyObject, torch::getTHPDtype", ("FusedEagerBindings.cpp",),
          "a hot chain's constants (IValues of the dispatcher's stack) reach the compile thread "
          "as Python values, a dtype argument as a torch.dtype",
          header("torch/csrc/jit/python/pybind_utils.h", "toPyObject("),

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from torchneuron.fusion import compile_chain
+from torchneuron.fused_eager import compile_chain
 
 from . import chains
 
@@ -76,7 +76,7 @@ def test_pure_pointwise_chain_is_one_kernel_that_stores_only_its_output():
 
 
 def test_a_result_that_does_not_fit_its_input_is_refused_before_compiling():
-    from torchneuron.fusion import Chain, InputRef, Output, Step, TensorSpec
+    from torchneuron.fused_eager import Chain, InputRef, Output, Step, TensorSpec
 
     small, row = TensorSpec(torch.float32, (4, 1), (1, 1)), TensorSpec(torch.float32, (5,), (1,))
     chain = Chain((small, row), (Step(torch.ops.aten.add.Tensor, (InputRef(0), InputRef(1))),),

@@ -8,9 +8,9 @@ import sympy
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from torchneuron.fusion import (Chain, InputRef, Output, Step, StepRef, TensorSpec,
-                                 compile_chain)
-from torchneuron.fusion.vector_interleave import (VECTORS_PER_STEP, fused_cache_tag,
+from torchneuron.fused_eager import (Chain, InputRef, Output, Step, StepRef, TensorSpec,
+                                     compile_chain)
+from torchneuron.fused_eager.vector_interleave import (VECTORS_PER_STEP, fused_cache_tag,
                                                   fused_tiling, widened)
 
 aten = torch.ops.aten

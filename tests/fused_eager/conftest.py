@@ -1,6 +1,6 @@
 import pytest
 
-from torchneuron.fusion import compile_chain
+from torchneuron.fused_eager import compile_chain
 
 from . import chains
 

@@ -1,4 +1,4 @@
-"""Cases run in a process with NEURON_EAGER_MODE=fused (tests/fusion/test_fused_mode.py starts it):
+"""Cases run in a process with NEURON_EAGER_MODE=fused (tests/fused_eager/test_fused_mode.py starts it):
 each runs eager code on neuron enough times for its chains to be hot and compiled, compares every
 result with the same code on the CPU, and reports what the queue held and fused. Printed as one
 JSON line: {case: {"ok": bool, "error": str, "stats": {...} (the counters' change)}}."""
@@ -12,7 +12,7 @@ import threading
 import torch
 
 import torchneuron
-from torchneuron.fusion import queue_feeder
+from torchneuron.fused_eager import queue_feeder
 
 CALLS = 5  # with NEURON_FUSION_HOT=2: cold, cold (compile), then fused
 

@@ -76,7 +76,7 @@ class Scalar:
 @dataclass(frozen=True)
 class RuntimeScalar:
     """A Python float the kernel reads at each call, as a 0-d float64 tensor: its value is not
-    part of the signature, so one kernel serves every value (fusion/runtime_scalars.py). The
+    part of the signature, so one kernel serves every value (fused_eager/runtime_scalars.py). The
     value here is the one the chain was described with; a call passes its own in `inputs`."""
     value: float
 

@@ -3,7 +3,7 @@
 An optimizer's step size and bias corrections, or a learning-rate schedule, change every step; a
 kernel with the value compiled in would serve one step. So a Python float a chained op receives
 is a *runtime scalar* (chain.RuntimeScalar): the graph takes it as a 0-d float64 tensor and the
-queue hands the kernel each call's value. The execution queue (csrc/compile/FusedChain.cpp)
+queue hands the kernel each call's value. The execution queue (csrc/fused_eager/)
 decides which floats qualify: a wrapped number (`x * 0.5`, a Tensor-typed position) whenever an
 operand with dimensions is float32 or float64, and the Scalar-typed arguments listed here. A
 Scalar-typed argument cannot take a tensor, so each listed op has a form written with the number

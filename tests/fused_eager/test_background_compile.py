@@ -1,7 +1,7 @@
 """Fused mode compiles hot chains on a thread of its own while the caller keeps working: the
 caller's CPU random numbers drawn during a compile are the ones its seed gives, as without
 fusion (Inductor saves and restores the process's random state around a compile; on the compile
-thread that restore would rewind the caller's draws: torchneuron/fusion/background_rng.py)."""
+thread that restore would rewind the caller's draws: torchneuron/fused_eager/background_rng.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.conftest import run_python
 
 DRAWS_DURING_A_COMPILE = """
 import json, time, torch, torchneuron
-from torchneuron.fusion import queue_feeder
+from torchneuron.fused_eager import queue_feeder
 
 x = torch.randn(128, 1024, device="neuron")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchneuron.fusion import (Chain, InputRef, Output, Scalar, Step, StepRef, TensorSpec,
-                                UnfusibleOpError, is_fusible, is_pointwise, is_reduction)
+from torchneuron.fused_eager import (Chain, InputRef, Output, Scalar, Step, StepRef, TensorSpec,
+                                     UnfusibleOpError, is_fusible, is_pointwise, is_reduction)
 
 from . import chains
 

@@ -13,8 +13,8 @@ import json, threading, torch
 import torchneuron
 from torchneuron._C import compile as _compile_c
 from torchneuron._C import launch as _launch_c
-from torchneuron.fusion import ChainCache, compile_chain
-from tests.fusion import chains
+from torchneuron.fused_eager import ChainCache, compile_chain
+from tests.fused_eager import chains
 
 torch.manual_seed(0)
 assert torchneuron.runtime.execution.mode() == "async"

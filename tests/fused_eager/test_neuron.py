@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch._inductor.utils import run_and_get_code
 
-from torchneuron.fusion import ChainCache, compile_chain
+from torchneuron.fused_eager import ChainCache, compile_chain
 
 from . import chains
 

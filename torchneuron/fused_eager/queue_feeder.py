@@ -1,5 +1,5 @@
 """Fused eager's compile thread (NEURON_EAGER_MODE=fused). The execution queue holds consecutive
-pointwise ops back and counts each chain's signature (csrc/compile/FusedChain.h); when one is hot it
+pointwise ops back and counts each chain's signature (csrc/fused_eager/FusedEager.h); when one is hot it
 describes the chain in a request. This thread waits for requests (without the GIL), builds the
 chain, compiles it for neuron with Inductor (compile_chain: from Inductor's disk cache when an
 earlier process compiled it) and records the generated wrapper's kernel calls, which the queue
@@ -16,12 +16,10 @@ from typing import Any
 
 import torch
 
-from .._C import compile as _compile_c
+from .._C import fused_eager as _fused_eager_c
 from .chain import Chain, InputRef, Output, RuntimeScalar, Scalar, Step, StepRef, TensorSpec
-from . import runtime_scalars
 from .background_rng import compiling_in_background
 from .compiler import compile_chain
-from .ops import REDUCTIONS
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +30,11 @@ _compiles = {"compiled": 0, "compile_seconds": 0.0, "fxgraph_cache_hit": 0,
              "fxgraph_cache_miss": 0}
 
 
-def reduction_names() -> list[str]:
-    """The reductions that may end a chain, as the C++ core names ops ("aten::sum.dim_IntList")."""
-    # internal: see runtime/torch_internals.py "torch._ops.OpOverload._schema"
-    return sorted(f"{op._schema.name}.{op._overloadname}" for op in REDUCTIONS)
-
-
 def configure(eager_mode: str, hot: int) -> None:
     """Called with the configuration in fused mode (the eager mode itself is set in the launch
-    decision, csrc/aten/Launch.h): what chains may hold, and the compile thread."""
-    _compile_c.fusion_configure(hot, reduction_names(), runtime_scalars.configured_names())
+    decision, csrc/aten/Launch.h): how soon a chain is compiled, and the compile thread. What
+    chains may hold is the rule's (ops.py), configured when this package is imported."""
+    _fused_eager_c.configure(hot)
     if eager_mode == "fused":
         start()
 
@@ -64,7 +57,7 @@ os.register_at_fork(after_in_child=_forget_thread)
 
 def _serve() -> None:
     while True:
-        request = _compile_c.fusion_next_request()
+        request = _fused_eager_c.next_request()
         serve(request)
 
 
@@ -81,10 +74,10 @@ def serve(request: tuple) -> str | None:
             _compiles[name] += compiled.cache_counts.get(name, 0)
         tensors = [spec.empty("neuron") for spec in chain.kernel_input_specs()]
         tensors += [spec.empty("neuron") for spec in buffers]
-        why = _compile_c.fusion_install(request_id, compiled.fn, tensors)
+        why = _fused_eager_c.install(request_id, compiled.fn, tensors)
     except Exception as e:  # noqa: BLE001 - a chain that does not compile runs unfused
         why = f"{type(e).__name__}: {e}"
-        _compile_c.fusion_fail(request_id, why)
+        _fused_eager_c.fail(request_id, why)
     if why is not None:
         log.debug("neuron fusion: chain %d stays unfused: %s", request_id, why)
     return why
@@ -137,14 +130,14 @@ def stats() -> dict:
     their floats change between calls, ops held right now (held_now), signatures seen, hot,
     compiled and refused (with the first reasons); the compiles' seconds and what Inductor's disk
     cache answered them."""
-    return {**_compile_c.fusion_stats(), **_compiles}
+    return {**_fused_eager_c.stats(), **_compiles}
 
 
 def wait(timeout: float | None = None) -> bool:
     """Waits until every hot chain was compiled or refused; False if `timeout` passed first."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        s = _compile_c.fusion_stats()
+        s = _fused_eager_c.stats()
         if s["requested"] <= s["ready"] + s["failed"]:
             return True
         if deadline is not None and time.monotonic() > deadline:
@@ -154,4 +147,4 @@ def wait(timeout: float | None = None) -> bool:
 
 def reset() -> None:
     """Forgets every chain signature and count (the next chains start cold)."""
-    _compile_c.fusion_reset()
+    _fused_eager_c.reset()

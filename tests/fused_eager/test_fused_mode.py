@@ -1,7 +1,7 @@
 """Fused eager end to end (NEURON_EAGER_MODE=fused): the queue holds consecutive pointwise ops,
 hot chains are compiled on the compile thread and then run as one generated kernel that writes
 only the results someone can read. Every case runs in a process of its own mode
-(tests/fusion/fused_mode_cases.py), compares each call's results with the CPU's and reports what
+(tests/fused_eager/fused_mode_cases.py), compares each call's results with the CPU's and reports what
 was held and fused."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ FUSED = {"NEURON_EAGER_MODE": "fused", "NEURON_FUSION_HOT": "2"}
 CASES = """
 import runpy, sys
 sys.argv = ["fused_mode_cases", *sys.argv[1:]]
-runpy.run_module("tests.fusion.fused_mode_cases", run_name="__main__")
+runpy.run_module("tests.fused_eager.fused_mode_cases", run_name="__main__")
 """
 
 
@@ -72,11 +72,11 @@ def test_intermediates_nobody_holds_are_not_written(report):
 
 
 def test_compiled_in_floats_that_keep_changing_stop_being_compiled(report):
-    # A clamp bound is compiled in. 12 values per call, 5 calls: 4 values (FusedChain.cpp
+    # A clamp bound is compiled in. 12 values per call, 5 calls: 4 values (csrc/fused_eager/
     # kFloatVariants) are signatures of their own, hot and compiled; the 8 others run unfused
     # in every call. (The very first chain is not formed: a signature's first call runs at the
     # call, where the queue checks its meta function against the CPU kernel.)
-    from tests.fusion.fused_mode_cases import CALLS, VARYING_VALUES
+    from tests.fused_eager.fused_mode_cases import CALLS, VARYING_VALUES
 
     stats = report["varying_floats"]["stats"]
     # (A chain cut short, by an op that ran inline on an idle device or a hand-over the compile
@@ -91,7 +91,7 @@ def test_floats_read_at_run_time_keep_one_signature_per_chain(report):
     # AdamW's update with a new step size, bias correction, rate and lerp weight at every step:
     # one chain per step (lerp_ through add_), one signature whatever the values, compiled once,
     # then fused at every step.
-    from tests.fusion.fused_mode_cases import CALLS, RUNTIME_STEPS
+    from tests.fused_eager.fused_mode_cases import CALLS, RUNTIME_STEPS
 
     stats = report["runtime_floats"]["stats"]
     # One signature; a chain cut short by an op that ran inline on an idle device is one more.
@@ -112,7 +112,7 @@ def test_a_parameters_update_is_one_chain_though_its_ops_are_interleaved(report)
     # all 8 (per step in the single-tensor loop, which synchronizes after each step; over all 3
     # steps in the foreach case, which does not), where chains that only followed the data
     # left the first three as single ops.
-    from tests.fusion.fused_mode_cases import UPDATE_STEPS
+    from tests.fused_eager.fused_mode_cases import UPDATE_STEPS
 
     stats = report["per_parameter_updates"]["stats"]
     assert stats["chains_fused"] >= 3 and stats["ops_fused"] == 8 * stats["chains_fused"], stats

@@ -50,7 +50,7 @@ def _is_runtime_scalar(chain: Chain, value) -> bool:
 
 def _call(graph: torch.fx.Graph, chain: Chain, step, args: tuple, kwargs: dict):
     """The step's node; an op given a runtime scalar at its Scalar-typed argument is written in
-    its form with that argument as a tensor (fusion/runtime_scalars.py)."""
+    its form with that argument as a tensor (fused_eager/runtime_scalars.py)."""
     # internal: see runtime/torch_internals.py "torch._ops.OpOverload._schema"
     schema = step.op._schema.arguments
     given = dict(step.kwargs)
@@ -61,7 +61,7 @@ def _call(graph: torch.fx.Graph, chain: Chain, step, args: tuple, kwargs: dict):
         return graph.call_function(step.op, args, kwargs)
     if scalar_typed != [runtime_scalars.argument_position(step.op)]:
         raise ValueError(f"{step.op} takes a runtime scalar at a Scalar-typed argument that "
-                         f"fusion/runtime_scalars.py has no tensor form for")
+                         f"fused_eager/runtime_scalars.py has no tensor form for")
     values = [args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
               for i, a in enumerate(schema)]
     form = runtime_scalars.tensor_form(step.op)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from torchneuron.fusion import Chain, InputRef, Output, Scalar, Step, StepRef, TensorSpec
+from torchneuron.fused_eager import Chain, InputRef, Output, Scalar, Step, StepRef, TensorSpec
 
 aten = torch.ops.aten
 

@@ -1,10 +1,11 @@
-"""Fused eager's compiler: describes a chain of queued pointwise ops (and a reduction that may end
-it), decides what may fuse, compiles hot chains with Inductor's C++ code generation off the
-caller's thread and caches them on disk. The execution queue (csrc/compile/FusedChain.h) hands
+"""Fused eager's Python side (its C++ side, the queue that holds chains, is csrc/fused_eager/):
+describes a chain of queued pointwise ops (and a reduction that may end it), asks what may fuse,
+compiles hot chains with Inductor's C++ code generation off the
+caller's thread and caches them on disk. The execution queue (csrc/fused_eager/FusedEager.h) hands
 chains over.
 
-- `ops.py`: what may fuse, in one place (ops PyTorch tags `pointwise`, a few reductions).
-- `split.py`: splits a sequence of queued ops into the runs that may fuse.
+- `ops.py`: what may fuse, asked of the one rule the execution queue applies
+  (csrc/fused_eager/FusibleOps.h).
 - `chain.py`: a chain of queued ops as the queue hands it over (inputs, steps, outputs) and its
   signature.
 - `runtime_scalars.py`: floats a fused kernel reads at each call instead of compiling them in.
@@ -22,11 +23,10 @@ from .chain import (Chain, Input, InputRef, Output, RuntimeScalar, Scalar, Step,
 from .compiler import CompiledChain, compile_chain
 from .ops import UnfusibleOpError, fusion_enabled, is_fusible, is_pointwise, is_reduction
 from .policy import ChainCache, default_cache, lookup, stats, wait_for_compiles
-from .split import QueuedOp, split_chains
 
 __all__ = [
-    "Chain", "ChainCache", "CompiledChain", "Input", "InputRef", "Output", "QueuedOp",
+    "Chain", "ChainCache", "CompiledChain", "Input", "InputRef", "Output",
     "RuntimeScalar", "Scalar", "Step", "StepRef", "TensorSpec", "UnfusibleOpError", "compile_chain", "default_cache",
-    "fusion_enabled", "is_fusible", "is_pointwise", "is_reduction", "lookup", "split_chains",
+    "fusion_enabled", "is_fusible", "is_pointwise", "is_reduction", "lookup",
     "stats", "wait_for_compiles",
 ]

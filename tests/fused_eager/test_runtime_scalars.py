@@ -1,4 +1,4 @@
-"""Runtime scalars (torchneuron/fusion/runtime_scalars.py): a float the fused kernel reads at
+"""Runtime scalars (torchneuron/fused_eager/runtime_scalars.py): a float the fused kernel reads at
 each call. One compiled chain serves every value, with the results of the value compiled in."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchneuron.fusion import (Chain, InputRef, Output, RuntimeScalar, Scalar, Step, StepRef,
-                                TensorSpec, compile_chain)
-from torchneuron.fusion.graph import build_graph
-from torchneuron.fusion.runtime_scalars import RUNTIME_SCALARS, configured_names, tensor_form
+from torchneuron.fused_eager import (Chain, InputRef, Output, RuntimeScalar, Scalar, Step,
+                                     StepRef, TensorSpec, compile_chain)
+from torchneuron.fused_eager.graph import build_graph
+from torchneuron.fused_eager.runtime_scalars import RUNTIME_SCALARS, configured_names, tensor_form
 
 aten = torch.ops.aten
 

@@ -8,8 +8,8 @@ import threading
 import pytest
 import torch
 
-from torchneuron import fusion
-from torchneuron.fusion import ChainCache, CompiledChain, compile_chain
+from torchneuron import fused_eager
+from torchneuron.fused_eager import ChainCache, CompiledChain, compile_chain
 
 from . import chains
 
@@ -134,15 +134,15 @@ def test_real_compile_in_the_background_then_lookup_returns_a_working_kernel(com
 
 
 def test_the_process_cache_takes_its_hotness_from_the_configuration(monkeypatch):
-    from torchneuron.fusion import policy
+    from torchneuron.fused_eager import policy
     from torchneuron.runtime import config
 
     monkeypatch.setattr(policy, "_default", None)
     monkeypatch.setattr(config, "current", lambda: config.load({"NEURON_FUSION_HOT": "5"}))
-    assert fusion.default_cache().hot == 5
-    assert fusion.stats()["hot"] == 5 and fusion.wait_for_compiles(timeout=1)
-    assert fusion.lookup(chains.arithmetic()[0]) is None
-    assert fusion.stats()["lookups"] == 1
+    assert fused_eager.default_cache().hot == 5
+    assert fused_eager.stats()["hot"] == 5 and fused_eager.wait_for_compiles(timeout=1)
+    assert fused_eager.lookup(chains.arithmetic()[0]) is None
+    assert fused_eager.stats()["lookups"] == 1
 
 
 def test_a_forked_child_compiles_on_a_thread_of_its_own():

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from torchneuron.fusion.policy import cache_dir
+from torchneuron.fused_eager.policy import cache_dir
 
 from . import chains
 
 SECOND_PROCESS = """
 import json, sys, time, torch
-from tests.fusion import chains
-from torchneuron.fusion import ChainCache
+from tests.fused_eager import chains
+from torchneuron.fused_eager import ChainCache
 torch.manual_seed(0)
 device = sys.argv[1]
 chain, inputs = chains.mean_end()
