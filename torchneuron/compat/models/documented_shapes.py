@@ -12,16 +12,45 @@ from .input_basics import AUDIO_SAMPLES, BATCH, SEQ, config_value, declared_moda
 
 
 # A documented argument: "past_values_padding (`torch.LongTensor` of shape `(batch_size,
-# sequence_length)`):" in forward's docstring (transformers writes one for every model).
-_DOCUMENTED = r"^\s*{name} \(`(?P<type>[^`]*)` of shape `\((?P<shape>[^)]*)\)`"
+# sequence_length)`):" in forward's docstring (transformers writes one for every model). Some
+# leave the type's backticks out ("classes_structure (torch.LongTensor of shape
+# `(batch_size)`)"), and a size may carry a parenthesised note ("`(total_classes (>=
+# batch_size), sequence_length)`", OmDet-Turbo's), so the shape allows one level of brackets.
+_DOCUMENTED = (r"^\s*{name} \(`?(?P<type>[^`(]*?)`? of shape "
+               r"`\((?P<shape>(?:[^()`]|\([^()`]*\))*)\)`")
 _BATCH_DIMS = {"batch_size", "num_images", "num_images_or_videos", "batch"}
+# A size's note that bounds it from below by another size: "total_classes (>= batch_size)".
+_NOTED = re.compile(r"^(?P<dim>[^(]*?)\s*\((?P<note>[^)]*)\)$")
+_AT_LEAST = re.compile(r"^>=\s*(?P<bound>\w+)$")
 
 
-def documented_shape(model, name: str) -> tuple[str, list[str]] | None:
+def _documented_dims(model, name: str) -> tuple[str, list[tuple[str, str | None]]] | None:
+    """(type, [(size, the size its note says it is at least, or None)]) of `name`'s documented
+    shape; a note is taken off its size's name."""
     match = re.search(_DOCUMENTED.format(name=re.escape(name)), model.forward.__doc__ or "", re.M)
     if not match:
         return None
-    return match["type"], [d.strip() for d in match["shape"].split(",") if d.strip()]
+    dims = []
+    for raw in (d.strip() for d in match["shape"].split(",")):
+        noted = _NOTED.match(raw) if raw else None
+        bound = _AT_LEAST.match(noted["note"].strip()) if noted else None
+        if raw:
+            dims.append((noted["dim"] if noted else raw, bound["bound"] if bound else None))
+    return match["type"].strip(), dims
+
+
+def _counts(model, name: str) -> bool:
+    """Whether `name`'s documentation says it holds counts ("This tensor indicates the number
+    of classes for each task": OmDet-Turbo's classes_structure), in the paragraph after its
+    documented type and shape."""
+    doc = model.forward.__doc__ or ""
+    match = re.search(_DOCUMENTED.format(name=re.escape(name)), doc, re.M)
+    return bool(match) and "number of" in doc[match.end():].split("\n\n")[0]
+
+
+def documented_shape(model, name: str) -> tuple[str, list[str]] | None:
+    documented = _documented_dims(model, name)
+    return None if documented is None else (documented[0], [d for d, _ in documented[1]])
 
 
 def _config_size(model, dim: str) -> int | None:
@@ -35,13 +64,16 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
     shape read off the inputs already made (their own documented shapes say which axis is
     `sequence_length`, `num_channels`, `height`), else from a config size of that name (a
     decision transformer's `act_dim`), other lengths (`episode_length`) the battery's own
-    length: sizes (`*_sizes`) are the config's size of that name or 1, a padding indicator is
+    length, and a size whose note bounds it below by another size ("total_classes (>=
+    batch_size)") that other's where nothing else names it: sizes (`*_sizes`, and integers
+    documented as "the number of" something) are the config's size of that name or 1 (one
+    class per task: its counts then add up to a batch of classes), a padding indicator is
     all zeros (nothing padded), an integer or boolean mask all ones (everything valid), other
     integers zeros (the first index), floats random. None where a size cannot be told."""
-    documented = documented_shape(model, name)
+    documented = _documented_dims(model, name)
     if documented is None:
         return None
-    kind, dims = documented
+    kind, noted = documented
     sizes: dict[str, int] = {}
     for other, value in inputs.items():
         known = documented_shape(model, other)
@@ -53,7 +85,9 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
         if other == "pixel_values" and value.dim() == 5:
             sizes.setdefault("num_images", value.shape[1])
     shape = []
-    for dim in dims:
+    for dim, bound in noted:
+        if bound is not None and dim not in sizes and _config_size(model, dim) is None:
+            dim = bound  # a size nothing names, at least another: that other's (its smallest)
         if dim.isdigit():
             shape.append(int(dim))
         elif dim in _BATCH_DIMS:
@@ -73,7 +107,7 @@ def documented_input(model, name: str, inputs: dict[str, torch.Tensor],
             shape.append(SEQ)
         else:
             return None
-    if name.endswith("_sizes"):
+    if name.endswith("_sizes") or ("Long" in kind and _counts(model, name)):
         # Sizes are counts whatever the documented type (VideoLLaMA3's merge_sizes, a
         # `torch.Tensor`): the config's size of that name, else 1, the size that changes nothing.
         return torch.full(shape, _config_size(model, name[:-1]) or 1, dtype=torch.long)

@@ -291,10 +291,23 @@ def _main_input(model, gen: torch.Generator, name: str | None = None,
         return {name: torch.randn(BATCH, SEQ, feature_width(config, name), generator=gen)}
     if isinstance(padded_vector_width(config, name), int):  # one vector per sample
         return {name: torch.randn(BATCH, padded_vector_width(config, name), generator=gen)}
+    masked = _masked_ids(name, known or {})
+    if masked is not None:  # one flag per token of the ids it masks, whatever its docs say
+        return {name: torch.ones_like(masked)}
     documented = documented_input(model, name, known or {}, gen)  # its documented shape
     if documented is not None:
         return {name: documented}
     raise NoInputRecipe(f"no recipe for main input {name!r}")
+
+
+def _masked_ids(name: str, known: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The token ids an attention mask `<prefix>attention_mask` masks: `<prefix>input_ids`, made
+    before it. OmDet-Turbo documents its `classes_attention_mask` with an axis more than its
+    `classes_input_ids` have (`num_classes`, which nothing sizes), but indexes the ids with it
+    row by row: a mask has the shape of its ids."""
+    if not name.endswith("attention_mask"):
+        return None
+    return known.get(name[:-len("attention_mask")] + "input_ids")
 
 
 def feature_width(config, name: str):
