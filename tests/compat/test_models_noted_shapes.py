@@ -64,3 +64,17 @@ def test_an_attention_mask_takes_the_shape_of_the_ids_it_masks():
     # with no ids of its own made, its documentation decides (other_length: the battery's)
     other = main_input(_model(), gen, "other_attention_mask", known={"classes_input_ids": ids})
     assert other["other_attention_mask"].shape == (2, 8)
+
+
+class _Bracketed(torch.nn.Module):
+    def forward(self, pixel_values):
+        r"""
+        pixel_values (`list(torch.FloatTensor)` of shape `(batch_size, num_channels, height, width)`):
+            A type with brackets of its own, in backticks.
+        """
+
+
+def test_a_type_with_brackets_of_its_own_still_reads():
+    model = _Bracketed()
+    assert documented_shape(model, "pixel_values") == (
+        "list(torch.FloatTensor)", ["batch_size", "num_channels", "height", "width"])

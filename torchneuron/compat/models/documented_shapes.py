@@ -17,7 +17,7 @@ from .input_basics import AUDIO_SAMPLES, BATCH, SEQ, config_value, declared_moda
 # leave the type's backticks out ("classes_structure (torch.LongTensor of shape
 # `(batch_size)`)"), and a size may carry a parenthesised note ("`(total_classes (>=
 # batch_size), sequence_length)`", OmDet-Turbo's), so the shape allows one level of brackets.
-_DOCUMENTED = (r"^\s*{name} \(`?(?P<type>[^`(]*?)`? of shape "
+_DOCUMENTED = (r"^\s*{name} \((?:`(?P<type>[^`]*)`|(?P<bare>[\w.]+)) of shape "
                r"`\((?P<shape>(?:[^()`]|\([^()`]*\))*)\)`")
 _BATCH_DIMS = {"batch_size", "num_images", "num_images_or_videos", "batch"}
 # A size's note that bounds it from below by another size: "total_classes (>= batch_size)".
@@ -37,7 +37,7 @@ def _documented_dims(model, name: str) -> tuple[str, list[tuple[str, str | None]
         bound = _AT_LEAST.match(noted["note"].strip()) if noted else None
         if raw:
             dims.append((noted["dim"] if noted else raw, bound["bound"] if bound else None))
-    return match["type"].strip(), dims
+    return (match["type"] or match["bare"]).strip(), dims
 
 
 _NEXT_ARGUMENT = re.compile(r"^\s*\w+ \(", re.M)

@@ -5,8 +5,11 @@ can reach. The name is replaced by one of timm's own test configurations (`test_
 hundred thousand parameters) whose features have the same layout (a channels-first map, or
 tokens), and the widths the config gave for the full tower (its `hidden_size`) follow the
 tiny one's. A config whose model asks for a timm model name it leaves unset ("backbone is not
-set in the config. Please set it to a timm model name.") gets the smallest channels-first one.
-Without timm installed nothing changes: those types stay untried for want of timm."""
+set in the config. Please set it to a timm model name.") gets the smallest channels-first one,
+and one that reads a timm argument its tower's model_args leave out (Perception LM's
+`model_args["embed_dim"]`) the smallest tiny model that has that argument. Sizes listed beside
+a features_only tower follow it in timm_features.py. Without timm installed nothing changes:
+those types stay untried for want of timm."""
 
 from __future__ import annotations
 
