@@ -15,7 +15,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 import torchneuron  # noqa: E402,F401 - registers the neuron device
-from torchneuron.compat.models import timm_models  # noqa: E402
+from torchneuron.compat.models import timm_features, timm_models  # noqa: E402
 from torchneuron.compat.models.tiny_config import tiny_config  # noqa: E402
 from torchneuron.compat.models.tiny_sizes import IMAGE_SIZE  # noqa: E402
 
@@ -98,9 +98,9 @@ def test_channels_per_level_follow_a_features_only_tower():
     config = tiny_config("edgetam_vision_model")
     args = config.backbone_config.model_args
     assert args["features_only"] and args["out_indices"] == [0, 1, 2, 3]  # timm's, not shrunk
-    channels = timm_models.feature_channels(config.backbone_config.architecture, args)
+    channels = timm_features.feature_channels(config.backbone_config.architecture, args)
     assert config.backbone_channel_list == channels[::-1]  # deepest first, as the defaults
-    assert timm_models.feature_channels("not_a_timm_model", args) is None
+    assert timm_features.feature_channels("not_a_timm_model", args) is None
 
 
 def test_edgetam_vision_tower_runs_on_neuron_as_on_the_cpu():

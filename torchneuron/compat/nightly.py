@@ -1,6 +1,7 @@
 """`torchneuron compat all` (`make compat-all`): every battery (ops, models, diffusers, PEFT,
 sentence-transformers, and torchvision's and timm's, which run in the interpreter of
---vision-python where this environment lacks torchvision) into one dated folder under --runs, then the HTML report of that run and
+--vision-python where this environment lacks torchvision; so do the model types that need timm,
+after the model battery) into one dated folder under --runs, then the HTML report of that run and
 its comparison with the previous run in --runs (or the run named by --compare): regressions
 first, then new passes, then unchanged. Exit code 1 when anything regressed, else 0."""
 
@@ -54,6 +55,33 @@ def battery_arguments(battery: str, out: str, args: argparse.Namespace) -> argpa
     return parser.parse_args(argv)
 
 
+def models_needing_timm(folder: str, args: argparse.Namespace) -> int | None:
+    """After the model battery, where this environment lacks timm: the model types its report
+    left untried for want of timm, run by --vision-python's interpreter (`torchneuron compat
+    models --needs-timm`, merged into the run folder's report, as `make compat-models-timm`
+    does). Its exit code; None where there is nothing to run here (this environment has timm,
+    so the battery ran them itself; no report; no such type) or no interpreter to run it in,
+    which it says."""
+    import json
+
+    from .models.report import needing_timm
+
+    path = os.path.join(folder, "models.json")
+    if importlib.util.find_spec("timm") is not None or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        types = needing_timm(json.load(f))
+    if not types:
+        return None
+    if not getattr(args, "vision_python", None):
+        print(f"models: {len(types)} model types that need timm not run, this environment "
+              "lacks timm (--vision-python names one that has it)", file=sys.stderr)
+        return None
+    return subprocess.run([args.vision_python, "-m", "torchneuron.cli", "compat", "models",
+                           "--needs-timm", "--skip-minilm", "--jobs", str(args.jobs),
+                           "--out", folder]).returncode
+
+
 def previous_run(runs: str, current: str) -> str | None:
     """The latest dated run folder before `current` that has at least one battery report."""
     if not os.path.isdir(runs):
@@ -94,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         code = module.run(battery_arguments(battery, folder, args))
         if code not in (0, None):
             failed_to_run.append(battery)
+        if battery == "models" and models_needing_timm(folder, args) not in (0, None):
+            failed_to_run.append("models (the types that need timm)")
     bar.close()
     page = report_page.write(folder, os.path.join(folder, "compat.html"))
     if args.html:

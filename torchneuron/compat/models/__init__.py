@@ -23,5 +23,6 @@ Tiny configs:
 - `unset_sizes.py`: the profile for sizes the defaults leave unset and every checkpoint sets.
 - `derived_again.py`: the profile for sizes a config derives when they are left unset.
 - `timm_models.py`: a timm tower a config names, replaced by a tiny timm model of its layout.
+- `timm_features.py`: channels, map sizes and patch grids beside a features_only timm tower.
 - `missing_settings.py`: settings a model reads that its config class does not define.
 - `hidden_factors.py`: the profile for a hidden size that keeps its default's factor of three."""

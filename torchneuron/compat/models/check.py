@@ -188,11 +188,12 @@ def _config_for(cls, config):
 def _meta_parameters(cls, config) -> int:
     """The model's parameter count, built on the meta device; a length the model requires and
     the config leaves unset (config_repairs.give_required_length), a timm model name it requires
-    and the config leaves unset (timm_models.give_unset_timm_name), and a setting the model reads
+    and the config leaves unset (timm_models.give_unset_timm_name), a timm argument it reads that
+    the tower's model_args leave out (timm_models.give_read_model_arg), and a setting the model reads
     that its config class lacks (missing_settings.py), are given first."""
     from .missing_settings import MAX_REPAIRS, give_missing_setting
     from .config_repairs import give_required_length
-    from .timm_models import give_unset_timm_name
+    from .timm_models import give_read_model_arg, give_unset_timm_name
 
     repairs = 0
     while True:
@@ -205,6 +206,10 @@ def _meta_parameters(cls, config) -> int:
         except AttributeError as e:
             repairs += 1
             if repairs > MAX_REPAIRS or not give_missing_setting(config, e):
+                raise
+        except KeyError as e:
+            repairs += 1
+            if repairs > MAX_REPAIRS or not give_read_model_arg(config, e):
                 raise
 
 

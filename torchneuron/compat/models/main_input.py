@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from .documented_shapes import documented_input, documented_shape
+from .documented_shapes import documented_input, documented_shape, masks_samples_of
 from .input_basics import (AUDIO_SAMPLES, BATCH, FEATURE_FRAMES, SEQ, SERIES_LENGTH,
                            VIDEO_FRAMES, NoInputRecipe, config_value, declared_modalities,
                            image_size, main_input_name, named, token_ids)
@@ -272,9 +272,10 @@ def _main_input(model, gen: torch.Generator, name: str | None = None,
         return {name: torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=gen)}
     if name == "input_values":
         channels = config_value(config, "audio_channels")
+        samples = _whole_hops(model)
         if isinstance(channels, int):  # codecs take (batch, channels, samples)
-            return {name: torch.randn(BATCH, channels, AUDIO_SAMPLES, generator=gen)}
-        return {name: torch.randn(BATCH, AUDIO_SAMPLES, generator=gen)}
+            return {name: torch.randn(BATCH, channels, samples, generator=gen)}
+        return {name: torch.randn(BATCH, samples, generator=gen)}
     if name == "input_features" or name.endswith("_mel"):  # log-mel features by any name
         mel_bins = config_value(config, "num_mel_bins")
         source_positions = config_value(config, "max_source_positions")
@@ -291,10 +292,49 @@ def _main_input(model, gen: torch.Generator, name: str | None = None,
         return {name: torch.randn(BATCH, SEQ, feature_width(config, name), generator=gen)}
     if isinstance(padded_vector_width(config, name), int):  # one vector per sample
         return {name: torch.randn(BATCH, padded_vector_width(config, name), generator=gen)}
+    masked = _masked_ids(name, known or {})
+    if masked is not None:  # one flag per token of the ids it masks, whatever its docs say
+        return {name: torch.ones_like(masked)}
     documented = documented_input(model, name, known or {}, gen)  # its documented shape
     if documented is not None:
         return {name: documented}
     raise NoInputRecipe(f"no recipe for main input {name!r}")
+
+
+def _nested_value(config, name: str):
+    """`name` on the config or any sub-config, however deep (PE Audio-Video's codec sits in
+    its audio config's encoder config)."""
+    value = getattr(config, name, None)
+    if value is not None:
+        return value
+    for part in getattr(config, "sub_configs", None) or {}:
+        sub = getattr(config, part, None)
+        value = _nested_value(sub, name) if sub is not None and sub is not config else None
+        if value is not None:
+            return value
+    return None
+
+
+def _whole_hops(model) -> int:
+    """The waveform's samples: the battery's count, cut to whole hops of the codec where
+    forward takes a mask of those samples. The codec makes a frame per hop, and the model
+    takes every hop-th sample of the mask as the frame's: only whole hops make as many mask
+    values as frames (PE Audio's DAC encoder, 1920 samples a hop)."""
+    hop = _nested_value(model.config, "hop_length")
+    if isinstance(hop, int) and not isinstance(hop, bool) and 0 < hop <= AUDIO_SAMPLES \
+            and masks_samples_of(model, "input_values"):
+        return AUDIO_SAMPLES // hop * hop
+    return AUDIO_SAMPLES
+
+
+def _masked_ids(name: str, known: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """The token ids an attention mask `<prefix>attention_mask` masks: `<prefix>input_ids`, made
+    before it. OmDet-Turbo documents its `classes_attention_mask` with an axis more than its
+    `classes_input_ids` have (`num_classes`, which nothing sizes), but indexes the ids with it
+    row by row: a mask has the shape of its ids."""
+    if not name.endswith("attention_mask"):
+        return None
+    return known.get(name[:-len("attention_mask")] + "input_ids")
 
 
 def feature_width(config, name: str):

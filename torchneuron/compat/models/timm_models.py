@@ -5,8 +5,11 @@ can reach. The name is replaced by one of timm's own test configurations (`test_
 hundred thousand parameters) whose features have the same layout (a channels-first map, or
 tokens), and the widths the config gave for the full tower (its `hidden_size`) follow the
 tiny one's. A config whose model asks for a timm model name it leaves unset ("backbone is not
-set in the config. Please set it to a timm model name.") gets the smallest channels-first one.
-Without timm installed nothing changes: those types stay untried for want of timm."""
+set in the config. Please set it to a timm model name.") gets the smallest channels-first one,
+and one that reads a timm argument its tower's model_args leave out (Perception LM's
+`model_args["embed_dim"]`) the smallest tiny model that has that argument. Sizes listed beside
+a features_only tower follow it in timm_features.py. Without timm installed nothing changes:
+those types stay untried for want of timm."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import re
 
 import torch
 
+from . import timm_features
 from .input_basics import BATCH  # the battery's batch: a batch norm over a 1 x 1 map needs two
 from .tiny_sizes import IMAGE_SIZE
 
@@ -66,56 +70,29 @@ def tiny_like(name: str | None) -> str | None:
     return min(fits, key=lambda nf: (nf[1][2] != want[2], nf[1][3], nf[0]))[0]
 
 
-def _timm_names(full: dict, small: dict, parent: dict | None = None):
-    """(full dict, small dict, small parent dict) for every (sub-)config whose `architecture`
-    names a timm model."""
+def _timm_names(full: dict, small: dict, parents: tuple[dict, dict] | None = None):
+    """(full dict, small dict, (full parent, small parent) or None) for every (sub-)config
+    whose `architecture` names a timm model."""
     import timm
 
     if isinstance(full.get("architecture"), str) and timm.is_model(full["architecture"]):
-        yield full, small, parent
+        yield full, small, parents
     for key, value in full.items():
         if isinstance(value, dict) and isinstance(small.get(key), dict):
-            yield from _timm_names(value, small[key], small)
-
-
-def feature_channels(name: str, args: dict) -> list[int] | None:
-    """The channels of each feature map timm model `name` gives with `features_only` (and its
-    out_indices) in `args`; None where it does not build so."""
-    import timm
-
-    try:
-        with torch.device("meta"):
-            return timm.create_model(name, pretrained=False, **args).feature_info.channels()
-    except Exception:  # noqa: BLE001 - no features_only form of this model
-        return None
-
-
-_CHANNELS = re.compile(r"channel")
-
-
-def _follow_feature_channels(tiny: str, args: dict, parent: dict) -> None:
-    """A list of channels per feature level beside a features_only tower (EdgeTAM's
-    backbone_channel_list, read by its feature pyramid) takes the tiny tower's channels, in the
-    order the list gives them (deepest first where it falls)."""
-    channels = feature_channels(tiny, args) if args.get("features_only") else None
-    if not channels:
-        return
-    for key, value in parent.items():
-        if isinstance(key, str) and _CHANNELS.search(key) and isinstance(value, list) \
-                and len(value) == len(channels) and len(value) > 1 \
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            parent[key] = channels[::-1] if value[0] > value[-1] else list(channels)
+            yield from _timm_names(value, small[key], (full, small))
 
 
 def replace_architectures(full: dict, small: dict) -> None:
     """Every timm `architecture` in the shrunk config `small` (from the defaults `full`)
     becomes its tiny_like; integers that equalled the full tower's width in that sub-config
     (the width its consumers are built for) take the tiny one's, `model_args` the tiny model
-    does not take (the full one's own settings) go, and channel lists beside a features_only
-    tower follow its feature channels."""
+    does not take (the full one's own settings) go, and the channels and map sizes listed
+    beside a features_only tower, and a patch grid matching one of those maps, follow it
+    (timm_features.py)."""
     if not available():
         return
-    for full_part, small_part, parent in _timm_names(full, small):
+    moved: dict[int, int] = {}  # feature map sides that changed: old to new
+    for full_part, small_part, parents in _timm_names(full, small):
         name = full_part["architecture"]
         tiny = tiny_like(name)
         if tiny is None:
@@ -126,12 +103,20 @@ def replace_architectures(full: dict, small: dict) -> None:
             if isinstance(value, int) and not isinstance(value, bool) and value == width \
                     and key not in ("num_classes", "num_labels"):
                 small_part[key] = tiny_width
+        if full_part.get("model_args", 0) is None:
+            # timm builds with `model_args or {}`: the same tower, but a model that reads one of
+            # them (Perception LM's projector, model_args["embed_dim"]) now names it in a
+            # KeyError, which give_read_model_arg answers
+            small_part["model_args"] = {}
         if isinstance(full_part.get("model_args"), dict):
             # timm's own arguments, which the config's key-name rules do not describe (they
             # dropped out_indices as a backbone's): the defaults', less those tiny rejects
             small_part["model_args"] = _accepted(tiny, full_part["model_args"])
-            if parent is not None:
-                _follow_feature_channels(tiny, small_part["model_args"], parent)
+            if parents is not None:
+                timm_features.follow_channel_list(tiny, small_part["model_args"], parents[1])
+                moved.update(timm_features.follow_map_sizes(tiny, small_part["model_args"],
+                                                            parents[1]))
+    timm_features.follow_patch_grid(full, small, moved)
 
 
 _UNEXPECTED = re.compile(r"unexpected keyword argument '(\w+)'")
@@ -168,4 +153,53 @@ def give_unset_timm_name(config, e: BaseException) -> bool:
     if tiny is None:
         return False
     setattr(config, unset["key"], tiny)
+    return True
+
+
+def _timm_configs(config):
+    """Every (sub-)config object of `config` that names a timm model by `architecture`."""
+    if isinstance(getattr(config, "architecture", None), str) \
+            and isinstance(getattr(config, "model_args", None), dict):
+        yield config
+    for name in getattr(config, "sub_configs", None) or {}:
+        sub = getattr(config, name, None)
+        if sub is not None and sub is not config:
+            yield from _timm_configs(sub)
+
+
+def tiny_with(argument: str) -> tuple[str, int] | None:
+    """(name, value) of the tiny timm model with the fewest parameters that runs at the
+    battery's image size and has an integer `argument` of its own (timm models keep their
+    constructor's `embed_dim` as an attribute); None where none has."""
+    import timm
+
+    found = []
+    for name in timm.list_models(TINY):
+        f = features(name, IMAGE_SIZE)
+        if f is None or f[0] is None:
+            continue
+        with torch.device("meta"):
+            value = getattr(timm.create_model(name, pretrained=False), argument, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            found.append((f[3], name, value))
+    return min(found)[1:] if found else None
+
+
+def give_read_model_arg(config, e: BaseException) -> bool:
+    """A model that reads a timm argument its tower's `model_args` leave out (KeyError
+    'embed_dim': Perception LM sizes its projector from model_args["embed_dim"], which its
+    defaults leave unset beside a ResNet-50 its checkpoints never use) gets the smallest tiny
+    timm model that has that argument, and the argument at that model's own value: the
+    model's reading says what kind of tower it is built for (a ViT, here)."""
+    if not isinstance(e, KeyError) or not e.args or not isinstance(e.args[0], str) \
+            or not available():
+        return False
+    argument = e.args[0]
+    parts = [c for c in _timm_configs(config) if argument not in c.model_args]
+    tiny = tiny_with(argument) if parts else None
+    if tiny is None:
+        return False
+    for part in parts:
+        part.architecture = tiny[0]
+        part.model_args = {**part.model_args, argument: tiny[1]}
     return True

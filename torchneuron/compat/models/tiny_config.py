@@ -6,7 +6,7 @@ model (timm_models.py)."""
 
 from __future__ import annotations
 
-from . import derived_again, timm_models, unset_sizes
+from . import derived_again, timm_features, timm_models, unset_sizes
 from .config_repairs import MAX_TIED_SIZE_REPAIRS, messages, repair_tied_size
 from .follow_widths import (add_rotary_sections, follow_other_parts_width, follow_stage_widths,
                             scale_feature_map_sizes)
@@ -27,6 +27,7 @@ def tiny_config(model_type: str, profile: str = PROFILES[0]):
         derived_again.unset_derived_sizes(config_class, full, small)
     timm_models.replace_architectures(full, small)
     follow_stage_widths(full, small)
+    timm_features.keep_backbone_channels(full, small)  # after stage widths: what timm gives
     follow_other_parts_width(full, small)
     scale_feature_map_sizes(full, small)
     add_rotary_sections(config_class, small)
