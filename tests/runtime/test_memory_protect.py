@@ -122,6 +122,34 @@ def test_sharing_a_neuron_tensor_with_another_process_is_refused_naming_the_mode
     assert "another process" in run.stdout, run.stdout
 
 
+DLPACK = """
+    import torch
+    for export in (lambda t: t.__dlpack__(), torch.utils.dlpack.to_dlpack):
+        print("cpu", type(export(torch.ones(2))).__name__)  # CPU tensors export as before
+        try:
+            export(torch.ones(2, device="neuron"))
+        except RuntimeError as e:
+            print("ERROR:", e)
+        else:
+            print("exported")
+"""
+
+
+def test_dlpack_export_of_a_neuron_tensor_is_refused_naming_the_mode():
+    run = _run(DLPACK, protect=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("cpu PyCapsule") == 2, run.stdout
+    assert run.stdout.count("ERROR: neuron: exporting a neuron tensor through DLPack") == 2
+    assert "is refused under NEURON_MEMORY_PROTECT=1" in run.stdout, run.stdout
+    assert "exported" not in run.stdout
+
+
+def test_dlpack_export_is_unchanged_in_the_default_runtime():
+    run = _run(DLPACK, protect=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("exported") == 2 and "ERROR" not in run.stdout, run.stdout
+
+
 def test_the_runtime_is_chosen_before_it_is_configured():
     run = _run("""
         import torch

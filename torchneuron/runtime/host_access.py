@@ -2,12 +2,17 @@
 (NEURON_MEMORY_PROTECT=1, csrc/runtime/ProtectedMemory.h): device memory is inaccessible to the
 host except inside a window. Work that Python runs on device memory through the seam opens one
 (`window()`; a compiled graph's kernels, `kernel_launcher()`); a path this mode cannot make safe
-refuses by name (`refuse()`). In the default runtime a window costs one call and refuses nothing."""
+refuses by name (`refuse()`; DLPack export, `refuse_dlpack_export()`). In the default runtime a
+window costs one call and refuses nothing."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Callable, Iterator
+
+import torch
+import torch.utils.dlpack
 
 from .._C import runtime as _runtime_c
 
@@ -48,3 +53,29 @@ def kernel_launcher(launch: Callable) -> Callable:
             return launch(*args)
 
     return launch_in_window
+
+
+DLPACK_INSTEAD = ("copy the tensor to the CPU first (tensor.cpu()) and export that, or run "
+                  "without " + MODE)
+
+
+def _refusing_neuron(export: Callable) -> Callable:
+    @functools.wraps(export)
+    def export_unless_neuron(tensor, *args, **kwargs):
+        if isinstance(tensor, torch.Tensor) and tensor.device.type == "neuron":
+            refuse("exporting a neuron tensor through DLPack (its consumer reads the device "
+                   "address in place)", DLPACK_INSTEAD)
+        return export(tensor, *args, **kwargs)
+
+    return export_unless_neuron
+
+
+def guard_dlpack_export() -> None:
+    """At import (a reference taken before the runtime is configured must see it too): under the
+    mode, DLPack export hands a consumer the raw address of device memory, which it reads outside
+    any window, so a neuron tensor's export is refused by name rather than left to stop the
+    consumer's process. CPU tensors, and every tensor in the default runtime, export as before."""
+    # internal: see runtime/torch_internals.py "torch.Tensor.__dlpack__"
+    torch.Tensor.__dlpack__ = _refusing_neuron(torch.Tensor.__dlpack__)
+    # internal: see runtime/torch_internals.py "torch.Tensor.__dlpack__"
+    torch.utils.dlpack.to_dlpack = _refusing_neuron(torch.utils.dlpack.to_dlpack)
