@@ -107,6 +107,28 @@ def test_ops_copies_and_a_training_step_match_the_cpu_with_memory_protected():
     assert "ok" in run.stdout
 
 
+def test_a_collective_keeps_memory_accessible_until_its_wait_then_closes_its_window(tmp_path):
+    run = _run(f"""
+        import gc
+        import torch
+        import torch.distributed as dist
+        from torchneuron._C import runtime as _runtime_c
+        dist.init_process_group("neuron", init_method="file://{tmp_path / 'store'}", rank=0,
+                                world_size=1)
+        x = torch.arange(8.0, device="neuron")
+        work = dist.all_reduce(x, async_op=True)
+        print("in flight", _runtime_c.open_host_access_windows())  # gloo's thread may use x
+        work.wait()
+        del work
+        gc.collect()
+        print("after wait", _runtime_c.open_host_access_windows())
+        torch.testing.assert_close(x.cpu(), torch.arange(8.0))
+        dist.destroy_process_group()
+    """, protect=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "in flight 1" in run.stdout and "after wait 0" in run.stdout, run.stdout
+
+
 def test_sharing_a_neuron_tensor_with_another_process_is_refused_naming_the_mode():
     run = _run("""
         from multiprocessing.reduction import ForkingPickler
