@@ -53,11 +53,11 @@ def test_the_fault_chains_to_pythons_faulthandler_which_prints_the_python_stack(
     assert 'File "<string>", line 5 in <module>' in run.stderr, run.stderr
 
 
-def test_a_write_past_a_block_lands_in_its_guard_page_and_is_named_so():
+def test_a_write_past_a_block_lands_in_the_page_behind_it_and_is_named_so():
     run = _run("""
         import ctypes
         import torch
-        x = torch.ones(1024, device="neuron")  # one page, then the guard page
+        x = torch.ones(1024, device="neuron")  # one page, then a page no block holds
         ctypes.c_char.from_address(x.data_ptr() + 4096).value = b"x"
     """, protect=True)
     assert run.returncode == -signal.SIGSEGV, run.stdout + run.stderr
