@@ -146,7 +146,7 @@ def test_sharing_a_neuron_tensor_with_another_process_is_refused_naming_the_mode
 
 DLPACK = """
     import torch
-    for export in (lambda t: t.__dlpack__(), torch.utils.dlpack.to_dlpack):
+    for export in (lambda t: t.__dlpack__(), torch.utils.dlpack.to_dlpack, torch.to_dlpack):
         print("cpu", type(export(torch.ones(2))).__name__)  # CPU tensors export as before
         try:
             export(torch.ones(2, device="neuron"))
@@ -160,8 +160,8 @@ DLPACK = """
 def test_dlpack_export_of_a_neuron_tensor_is_refused_naming_the_mode():
     run = _run(DLPACK, protect=True)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.count("cpu PyCapsule") == 2, run.stdout
-    assert run.stdout.count("ERROR: neuron: exporting a neuron tensor through DLPack") == 2
+    assert run.stdout.count("cpu PyCapsule") == 3, run.stdout
+    assert run.stdout.count("ERROR: neuron: exporting a neuron tensor through DLPack") == 3
     assert "is refused under NEURON_MEMORY_PROTECT=1" in run.stdout, run.stdout
     assert "exported" not in run.stdout
 
@@ -169,7 +169,7 @@ def test_dlpack_export_of_a_neuron_tensor_is_refused_naming_the_mode():
 def test_dlpack_export_is_unchanged_in_the_default_runtime():
     run = _run(DLPACK, protect=False)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.count("exported") == 2 and "ERROR" not in run.stdout, run.stdout
+    assert run.stdout.count("exported") == 3 and "ERROR" not in run.stdout, run.stdout
 
 
 def test_the_runtime_is_chosen_before_it_is_configured():

@@ -79,3 +79,5 @@ def guard_dlpack_export() -> None:
     torch.Tensor.__dlpack__ = _refusing_neuron(torch.Tensor.__dlpack__)
     # internal: see runtime/torch_internals.py "torch.Tensor.__dlpack__"
     torch.utils.dlpack.to_dlpack = _refusing_neuron(torch.utils.dlpack.to_dlpack)
+    # internal: see runtime/torch_internals.py "torch.Tensor.__dlpack__"
+    torch.to_dlpack = _refusing_neuron(torch.to_dlpack)
