@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXT_SOURCES := setup.py torchneuron/runtime/extension.py $(shell find csrc -name '*.cpp' -o -name '*.h')
 
-.PHONY: op-support setup setup-214 test-214 compat-vision compat-timm demo-vision demo test test-sync test-fused test-slow compat-ops compat-models compat-models-timm compat-diffusers compat-peft \
+.PHONY: op-support setup setup-214 test-214 compat-vision compat-timm demo-vision demo test test-sync test-protect test-fused test-slow compat-ops compat-models compat-models-timm compat-diffusers compat-peft \
 	compat-sentence-transformers compat-all chromium bench bench-all clean serve-demo test-serve test-titan
 
 # What a long stage says: a line as it starts (what it builds, how large, how long here), and, at
@@ -44,6 +44,16 @@ SYNC_SLICE = tests/core tests/device/test_device_module.py tests/ops/test_cpu_se
 test: setup
 	$(BIN)/python -m pytest -q -rs
 	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q -rs $(SYNC_SLICE)
+
+# The memory-protected runtime (NEURON_MEMORY_PROTECT=1, docs/runtime-seam.md): a slice of the
+# suite whose every host access to device memory must go through the seam: core semantics and a
+# training step, the device module, ops, 2-rank collectives, compiled training, NKI.
+PROTECT_SLICE = tests/runtime/test_memory_protect.py tests/core tests/device/test_device_module.py \
+	tests/device/test_generator.py tests/ops/test_cpu_semantics.py \
+	tests/distributed/test_dist_collectives.py tests/compile/test_training.py tests/kernels/test_nki_op.py
+
+test-protect: setup
+	NEURON_MEMORY_PROTECT=1 $(BIN)/python -m pytest -q -rs $(PROTECT_SLICE)
 
 test-sync: setup
 	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q -rs

@@ -24,6 +24,20 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120,
                           env=full_env, timeout=timeout)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under NEURON_MEMORY_PROTECT=1 (`make test-protect`), sharing neuron tensors between
+    processes is refused by design (tests/runtime/test_memory_protect.py checks the refusal): the
+    tests marked `ipc` skip, saying why."""
+    from torchneuron.runtime import config as neuron_config
+
+    if not neuron_config.current().memory_protect:
+        return
+    skip = pytest.mark.skip(reason="IPC is refused under NEURON_MEMORY_PROTECT=1")
+    for item in items:
+        if "ipc" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def python():
     return run_python

@@ -79,6 +79,10 @@ def _configure_fusion(config) -> None:
 
 
 _device_state.on_configure(_configure_fusion)
+# NEURON_MEMORY_PROTECT=1 refuses DLPack export of neuron tensors by name (runtime/host_access.py).
+from .runtime import host_access as _host_access  # noqa: E402
+
+_host_access.guard_dlpack_export()
 import atexit as _atexit  # noqa: E402
 
 _atexit.register(_execution.drain_at_exit)

@@ -4,6 +4,7 @@
 #include "aten/SparseMembers.h"
 #include "device/NeuronAllocator.h"
 #include "runtime/NeuronRuntime.h"
+#include "runtime/ProtectedMemory.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/StorageImpl.h>
@@ -15,6 +16,16 @@ namespace {
 c10::Device neuron_device(c10::DeviceIndex index) {
   return c10::Device(c10::DeviceType::PrivateUse1, index);
 }
+
+// What a Python-level CPU alias holds: the neuron storage, and a host access window for as long
+// as the alias lives. An alias is a declared host access (gloo's collectives until their Work
+// lets go of it, the NKI simulator's arrays, AOTInductor's CPU code): under
+// NEURON_MEMORY_PROTECT=1 device memory stays accessible while one lives (runtime/ProtectedMemory.h).
+struct AliasHold {
+  explicit AliasHold(const c10::Storage& s) : storage(s) {}
+  c10::Storage storage;
+  rt::HostAccessWindow window;
+};
 
 }  // namespace
 
@@ -68,10 +79,10 @@ at::Tensor cpu_alias_keeping_storage(const at::Tensor& neuron) {
               "cpu_alias supports strided tensors only, got layout ", neuron.layout());
   require_host_access("a CPU alias of a neuron tensor");
   const c10::Storage& storage = neuron.storage();
-  auto* owner = new c10::Storage(storage);
+  auto* owner = new AliasHold(storage);
   c10::DataPtr data(
       const_cast<void*>(storage.data()), owner,
-      [](void* ctx) { delete static_cast<c10::Storage*>(ctx); }, c10::Device(c10::kCPU));
+      [](void* ctx) { delete static_cast<AliasHold*>(ctx); }, c10::Device(c10::kCPU));
   c10::Storage cpu_storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), storage.nbytes(), std::move(data),
       /*allocator=*/nullptr, /*resizable=*/false));

@@ -5,6 +5,7 @@
 #include "profiler/KernelActivity.h"
 #include "profiler/MemoryHistory.h"
 #include "runtime/NeuronRuntime.h"
+#include "runtime/ProtectedMemory.h"
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
@@ -145,8 +146,16 @@ Launch decide(Work work, std::size_t largest_bytes) {
 
 bool queues_every_op() { return queuing() && !(idle() && rt::collected_nothing()); }
 
-InlineScope::InlineScope() { ++t_inline_depth; }
-InlineScope::~InlineScope() { --t_inline_depth; }
+// An op's kernel runs in place inside one: it is seam work, so under NEURON_MEMORY_PROTECT=1
+// device memory is host-accessible for its length (rt::HostAccessWindow).
+InlineScope::InlineScope() {
+  ++t_inline_depth;
+  rt::open_host_access();
+}
+InlineScope::~InlineScope() {
+  rt::close_host_access();
+  --t_inline_depth;
+}
 
 ItemScope::ItemScope() { rt::open_item(); }
 ItemScope::~ItemScope() { rt::close_item(); }

@@ -5,7 +5,9 @@
 #include "device/Lifecycle.h"
 #include "runtime/ForkSafety.h"
 #include "profiler/MemoryHistory.h"
+#include "profiler/PythonLine.h"
 #include "runtime/NeuronRuntime.h"
+#include "runtime/ProtectedMemory.h"
 
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -345,6 +347,9 @@ c10::DataPtr NeuronCachingAllocator::allocate_on(
     TORCH_CHECK_WITH(OutOfMemoryError, false,
                      oom->message + profiler::on_oom(device, size, oom->usable));
   }
+  // Under NEURON_MEMORY_PROTECT=1, the fault message names the Python line that allocated the
+  // block a stray access falls in (outside the lock: the line's walk may take the GIL).
+  if (rt::memory_protected()) rt::note_allocation_site(p, profiler::user_python_line().c_str());
   const c10::Device neuron_device(c10::DeviceType::PrivateUse1, device);
   if (c10::memoryProfilingEnabled()) {
     c10::reportMemoryUsageToProfiler(

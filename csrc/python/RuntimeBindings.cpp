@@ -5,6 +5,7 @@
 
 #include "runtime/Execution.h"
 #include "runtime/NeuronRuntime.h"
+#include "runtime/ProtectedMemory.h"
 
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
@@ -43,6 +44,14 @@ void bind_runtime(py::module& parent) {
   m.def("device_count", &rt::device_count);
   m.def("hbm_capacity", &rt::hbm_capacity);
   m.def("device_clock_ns", &rt::clock_ns);
+  // NEURON_MEMORY_PROTECT=1 (runtime/ProtectedMemory.h): chosen before configure(); a window
+  // makes device memory host-accessible for seam work that Python runs (a collective until its
+  // wait(), an NKI kernel on the simulator, a compiled kernel).
+  m.def("set_memory_protection", &rt::set_memory_protection);
+  m.def("memory_protected", &rt::memory_protected);
+  m.def("open_host_access", &rt::open_host_access);
+  m.def("close_host_access", &rt::close_host_access);
+  m.def("open_host_access_windows", &rt::open_host_access_windows);
   // Every wait for queued work, wherever in C++ it happens, releases the GIL if it is held.
   rt::set_wait_wrapper([](void (*wait)(void*), void* context) {
     if (Py_IsInitialized() && PyGILState_Check()) {

@@ -4,6 +4,7 @@
 #include "NeuronRuntime.h"
 
 #include "runtime/Execution.h"
+#include "runtime/ProtectedMemory.h"
 
 #include <algorithm>
 #include <atomic>
@@ -116,6 +117,12 @@ void set_lazy_configurator(void (*fn)()) { g_configurator.store(fn); }
 bool configured() { return g_configured; }
 
 Capabilities capabilities() {
+  // Protected memory is host-addressable inside the seam's windows only; its execution is
+  // synchronous, so that every access of a kernel falls inside the window its launcher opened.
+  if (memory_protected()) {
+    return Capabilities{/*host_addressable_memory=*/true, /*queued_execution=*/false,
+                        /*name=*/"software NeuronCore, memory protected"};
+  }
   return Capabilities{/*host_addressable_memory=*/true, /*queued_execution=*/true,
                       /*name=*/"software NeuronCore"};
 }
@@ -166,7 +173,9 @@ void* hbm_malloc(int device, std::size_t bytes, MallocFailure* why) {
     return nullptr;
   }
   std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  void* ptr = memory_protected()
+                  ? protected_malloc(bytes)
+                  : std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (ptr == nullptr) {
     d.in_use.fetch_sub(bytes);
   }
@@ -175,7 +184,11 @@ void* hbm_malloc(int device, std::size_t bytes, MallocFailure* why) {
 
 void hbm_free(int device, void* ptr, std::size_t bytes) {
   check_device(device);
-  std::free(ptr);
+  if (memory_protected()) {
+    protected_free(ptr, bytes);
+  } else {
+    std::free(ptr);
+  }
   g_devices[device].in_use.fetch_sub(bytes);
 }
 
@@ -197,8 +210,23 @@ bool reserve_hbm(DeviceState& d, std::size_t bytes, MallocFailure* why) {
 
 }  // namespace
 
+namespace {
+
+// Shared blocks are mapped by two processes, and the other process's windows are not this
+// one's: the protected runtime refuses them rather than leave them unprotected.
+void refuse_shared_when_protected(const char* what) {
+  if (!memory_protected()) return;
+  throw std::runtime_error(
+      std::string("neuron: ") + what + " is not available under " + kMemoryProtectMode +
+      ": device memory shared with another process would be host-accessible outside this "
+      "process's seam; run without " + kMemoryProtectMode + " to share neuron tensors.");
+}
+
+}  // namespace
+
 SharedHbm hbm_malloc_shared(int device, std::size_t bytes, MallocFailure* why) {
   check_device(device);
+  refuse_shared_when_protected("sharing a neuron tensor with another process (IPC)");
   DeviceState& d = g_devices[device];
   if (!reserve_hbm(d, bytes, why)) return {};
   const std::size_t mapped = bytes == 0 ? 1 : bytes;
@@ -231,6 +259,8 @@ struct flock whole_file(short type) {
 }  // namespace
 
 SharedHbm hbm_map_shared(int fd, std::size_t bytes) {
+  if (memory_protected()) close(fd);  // taken over, as on every other failure
+  refuse_shared_when_protected("opening a neuron tensor another process shared (IPC)");
   void* p = mmap(nullptr, bytes == 0 ? 1 : bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     close(fd);
@@ -262,7 +292,9 @@ bool hbm_shared_elsewhere(const SharedHbm& block) {
 }
 
 void memcpy(void* dst, const void* src, std::size_t bytes) {
-  if (bytes != 0) std::memcpy(dst, src, bytes);
+  if (bytes == 0) return;
+  HostAccessWindow window;  // a copy is seam work: protected memory is accessible for it
+  std::memcpy(dst, src, bytes);
 }
 
 std::int64_t clock_ns() {

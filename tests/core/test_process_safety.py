@@ -190,6 +190,7 @@ def _put_neuron_tensor(q, received):
     received.wait(120)
 
 
+@pytest.mark.ipc
 def test_queue_of_neuron_tensor_from_a_spawned_producer_arrives():
     # Sharing itself (both ways, memory, dying processes) is tests/device/test_ipc.py's.
     ctx = multiprocessing.get_context("spawn")

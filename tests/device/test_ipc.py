@@ -14,6 +14,7 @@ from torch.testing import assert_close
 import torchneuron
 from torchneuron._C import device as _device_c
 
+pytestmark = pytest.mark.ipc  # every test here shares neuron tensors (see tests/conftest.py)
 CTX = mp.get_context("spawn")
 TIMEOUT = 120
 

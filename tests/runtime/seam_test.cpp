@@ -3,6 +3,7 @@
 // compiles and runs this file; each failed check prints its line and the run exits 1.
 #include "runtime/Execution.h"
 #include "runtime/NeuronRuntime.h"
+#include "cpp_check.h"
 
 #include <atomic>
 #include <chrono>
@@ -16,18 +17,6 @@
 namespace rt = torchneuron::rt;
 
 namespace {
-
-int g_failures = 0;
-int g_checks = 0;
-
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    ++g_checks;                                                            \
-    if (!(cond)) {                                                         \
-      ++g_failures;                                                        \
-      std::printf("FAILED %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-    }                                                                      \
-  } while (0)
 
 template <typename Exception, typename Fn>
 bool throws(Fn fn) {
@@ -190,6 +179,5 @@ int main() {
   copies();
   clock_and_synchronize();
   backing_memory();
-  std::printf("%d checks, %d failed\n", g_checks, g_failures);
-  return g_failures == 0 ? 0 : 1;
+  return seam_test::report();
 }

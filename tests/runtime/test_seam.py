@@ -1,7 +1,9 @@
 """The runtime seam's own C++ tests: the seam is built alone, with the C++ standard library only,
 as the layer table in docs/how-it-works.md requires, and checked without PyTorch in the process:
 its allocation, capacity, copies and clock (tests/runtime/seam_test.cpp), and its execution:
-streams, markers, clocks, errors of queued work (tests/runtime/execution_test.cpp)."""
+streams, markers, clocks, errors of queued work (tests/runtime/execution_test.cpp); and the
+memory-protected runtime: windows, page-rounded blocks, the fault's message
+(tests/runtime/protected_memory_test.cpp)."""
 
 import pathlib
 import shutil
@@ -13,7 +15,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEAM = ROOT / "csrc" / "runtime"
 
 
-@pytest.mark.parametrize("test", ["seam_test.cpp", "execution_test.cpp"])
+@pytest.mark.parametrize("test", ["seam_test.cpp", "execution_test.cpp",
+                                  "protected_memory_test.cpp"])
 def test_seam_cpp_checks_pass(test, tmp_path):
     compiler = shutil.which("c++") or shutil.which("g++")
     if compiler is None:

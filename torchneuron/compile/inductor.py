@@ -95,7 +95,9 @@ class NeuronWrapperCodegen(_NeuronKernelCalls, PythonWrapperCodegen):
         # Each bound to a name of the wrapper's own: a call is then one global lookup.
         self.imports.writeline("from torchneuron._C import compile as neuron_compile_c")
         self.imports.writeline(f"{ALLOCATOR} = neuron_compile_c.empty_strided")
-        self.imports.writeline(f"{LAUNCH} = neuron_compile_c.launch_kernel")
+        # Under NEURON_MEMORY_PROTECT=1 each kernel runs inside a host access window.
+        self.imports.writeline("from torchneuron.runtime.host_access import kernel_launcher")
+        self.imports.writeline(f"{LAUNCH} = kernel_launcher(neuron_compile_c.launch_kernel)")
         self.imports.writeline(f"{ONE_ITEM} = neuron_compile_c.as_one_item")
 
     # internal: see runtime/torch_internals.py "wrapper.PythonWrapperCodegen"

@@ -10,6 +10,8 @@ PyTorch internals torchneuron relies on.
 - `device_state.py`: when the runtime gets its configuration (the first `torch.neuron` call or
   neuron tensor, never `import torch`).
 - `execution.py`: the eager mode's Python side (NEURON_EAGER_MODE: async, fused or sync).
+- `host_access.py`: host access to device memory under the memory-protected runtime
+  (NEURON_MEMORY_PROTECT=1): windows for seam work Python runs, refusals by name.
 - `activity.py`: device activities for work Python launches (compiled graphs, collectives),
   handed to the profiler's recorder.
 - `autograd_threads.py`: backward on the calling thread instead of a per-device worker.

@@ -27,6 +27,11 @@ each one is listed in the README.
                              kernel); TorchTPU's names debug (= sync) and strict (= async) too
   NEURON_LAUNCH_BLOCKING     1: every op completes before its call returns, in any mode (as
                              CUDA_LAUNCH_BLOCKING); 0 (default)
+  NEURON_MEMORY_PROTECT      1: the memory-protected runtime (csrc/runtime/ProtectedMemory.h):
+                             synchronous, device memory inaccessible to the host except while
+                             a kernel, a copy or a collective runs through the runtime seam;
+                             any other access stops the process naming the address (a check
+                             that nothing bypasses the seam); 0 (default)
   NEURON_FUSION_HOT          fused eager: a chain of queued ops is compiled once seen this many
                              times (default: 20: a compile costs 1-3 s of a core, a fused chain
                              saves well under a millisecond per run, so only chains a loop
@@ -99,6 +104,7 @@ class Config:
     fr_dump_prefix: str = "/tmp/nccl_trace_rank_"
     accounting: bool = False
     expect: tuple[tuple[str, int], ...] = ()  # NEURON_EXPECT's bounds, in its order
+    memory_protect: bool = False
 
     @property
     def device_count(self) -> int:
@@ -212,6 +218,10 @@ def load(environ: os._Environ | dict | None = None) -> Config:
     if blocking_text not in ("0", "1"):
         raise _bad("NEURON_LAUNCH_BLOCKING", blocking_text, "0, 1")
 
+    protect_text = env.get("NEURON_MEMORY_PROTECT", "0").strip()
+    if protect_text not in ("0", "1"):
+        raise _bad("NEURON_MEMORY_PROTECT", protect_text, "0, 1")
+
     hot_text = env.get("NEURON_FUSION_HOT", "20").strip()
     if not hot_text.isdigit() or int(hot_text) < 1:
         raise _bad("NEURON_FUSION_HOT", hot_text, "a whole number of times, at least 1")
@@ -236,7 +246,8 @@ def load(environ: os._Environ | dict | None = None) -> Config:
                   compile_gemm=gemm, oom_snapshot=oom_snapshot, kernel_mode=kernel_mode,
                   eager_mode=eager_mode, launch_blocking=blocking_text == "1",
                   fusion_hot=int(hot_text), rng=rng, fr_buffer_size=int(fr_text),
-                  fr_dump_prefix=fr_prefix, accounting=accounting_text == "1", expect=expect)
+                  fr_dump_prefix=fr_prefix, accounting=accounting_text == "1", expect=expect,
+                  memory_protect=protect_text == "1")
 
 
 _lock = threading.Lock()

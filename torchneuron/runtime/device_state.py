@@ -38,6 +38,8 @@ def configure() -> config.Config:
     with _lock:
         cfg = config.current()
         if not _runtime_c.is_configured():
+            # Which runtime first: the layers above ask its capabilities as they configure.
+            _runtime_c.set_memory_protection(cfg.memory_protect)
             for fn in _on_configure:
                 fn(cfg)
             _runtime_c.configure(cfg.device_count, cfg.hbm_bytes_per_device)

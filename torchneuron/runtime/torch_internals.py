@@ -885,6 +885,17 @@ ENTRIES: tuple[Internal, ...] = (
         "inference mode too)",
         _version_counts_inplace_writes),
 
+    # ---- runtime
+    Internal(
+        "torch.Tensor.__dlpack__", "patched", ("torchneuron/runtime/host_access.py",),
+        "under NEURON_MEMORY_PROTECT=1 a neuron tensor's DLPack export is refused by name: the "
+        "protocol's method, torch.utils.dlpack.to_dlpack and torch.to_dlpack hand a consumer the raw address of "
+        "device memory, which the host may not read outside the runtime seam",
+        _all(defines("torch._tensor", "Tensor.__dlpack__",
+                     params=("self", "stream", "max_version", "dl_device", "copy")),
+             exists("torch.utils.dlpack.to_dlpack"), exists("torch.to_dlpack")),
+        covers=("torch.utils.dlpack.to_dlpack", "torch.to_dlpack")),
+
     # ---- device
     Internal(
         "torch.multiprocessing.reductions.reduce_storage", "relied on",

@@ -8,6 +8,7 @@
 #include "aten/Float64Gate.h"
 #include "aten/HostAccess.h"
 #include "aten/Launch.h"
+#include "runtime/ProtectedMemory.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
@@ -20,9 +21,11 @@ namespace torchneuron {
 // A fast path runs on the calling thread: only when the runtime's memory is host-addressable and
 // the launch decision (aten/Launch.h) runs the op inline. Every other case goes to the fallback,
 // which queues or holds it. While the readiness accounting is on, every op goes to the fallback,
-// which counts each call once, under the op's own name (aten/Accounting.h).
+// which counts each call once, under the op's own name (aten/Accounting.h). Under
+// NEURON_MEMORY_PROTECT=1 too: the fallback runs every kernel inside a kernel scope, whose window
+// makes the memory accessible (runtime/ProtectedMemory.h); a fast path opens none.
 inline bool fast_path_now(std::initializer_list<const at::Tensor*> operands) {
-  if (!host_addressable() || accounting::enabled()) return false;
+  if (!host_addressable() || accounting::enabled() || rt::memory_protected()) return false;
   std::size_t largest = 0;
   if (launch::queuing()) {  // synchronous: no operand sizes to weigh on the hot path
     for (const at::Tensor* t : operands) {
