@@ -107,6 +107,28 @@ def test_ops_copies_and_a_training_step_match_the_cpu_with_memory_protected():
     assert "ok" in run.stdout
 
 
+def test_pinned_copies_both_ways_and_non_blocking_go_through_the_seam():
+    # Pinned host memory is host memory: copies between it and the device are the seam's
+    # memcpy, blocking or not, and read back what was written.
+    run = _run("""
+        import torch
+        from torchneuron._C import runtime as _runtime_c
+        a = torch.randn(4096)
+        pinned = a.pin_memory()
+        assert pinned.is_pinned()
+        x = pinned.to("neuron", non_blocking=True)
+        back = torch.empty(4096).pin_memory()
+        back.copy_(x * 2, non_blocking=True)
+        torch.neuron.synchronize()
+        torch.testing.assert_close(back, a * 2)
+        torch.testing.assert_close(x.cpu(), a)
+        assert _runtime_c.open_host_access_windows() == 0
+        print("ok")
+    """, protect=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ok" in run.stdout
+
+
 def test_a_collective_keeps_memory_accessible_until_its_wait_then_closes_its_window(tmp_path):
     run = _run(f"""
         import gc
