@@ -2,9 +2,10 @@
 // from the host (NEURON_MEMORY_PROTECT=1), as PyTorch's OpenReg reference backend protects its
 // own. Each block of device memory is rounded to whole pages, with a page behind it that no block
 // holds, in one reserved arena inaccessible to the host (PROT_NONE) except while a host access
-// window is open: a kernel, a copy or a collective that runs through the seam. Any other read or write of device memory (a path that bypasses the
-// seam, and so would fail on a Trainium, whose HBM the host cannot address) stops the process
-// with a message on stderr naming the address, its allocation and the mode. Execution is
+// window is open: a kernel, a copy or a collective that runs through the seam. Any other read or
+// write of device memory (a path that bypasses the seam, and so would fail on a Trainium, whose
+// HBM the host cannot address) stops the process with a message on stderr naming the address,
+// its allocation and the mode. Execution is
 // synchronous in this mode (capabilities().queued_execution is false).
 //
 // In the default runtime every call here is a no-op but the first load of memory_protected().
