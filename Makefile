@@ -38,11 +38,12 @@ demo: setup
 	$(BIN)/python -m demo.train_gpt
 
 # The default suite (queued execution, the default mode), then a slice of it with synchronous
-# execution (NEURON_EAGER_MODE=sync).
+# execution (NEURON_EAGER_MODE=sync). The suite's 25 slowest tests close its output: where its
+# minutes go (its budget is 20 minutes on 2 cores, docs/testing.md).
 SYNC_SLICE = tests/core tests/device/test_device_module.py tests/ops/test_cpu_semantics.py
 
 test: setup
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs --durations=25
 	NEURON_EAGER_MODE=sync $(BIN)/python -m pytest -q -rs $(SYNC_SLICE)
 
 # The memory-protected runtime (NEURON_MEMORY_PROTECT=1, docs/runtime-seam.md): a slice of the

@@ -84,4 +84,8 @@ def test_keep_freed_memory_spares_the_cpu_its_page_faults_on_large_tensors():
     tensor_pages = (64 << 20) // 4096
     assert min(faults_per_call(keep=False)) >= tensor_pages  # glibc's default: mmap every time
     kept = faults_per_call(keep=True)
-    assert sum(kept[-10:]) < tensor_pages, kept  # once warm, the heap's memory is reused
+    # Once warm, the heap's memory is reused: most calls fault no page. Not every one: on a busy
+    # machine an allocation in between may take the freed block once, and the next call then
+    # faults the tensor's pages anew (CI saw one such call of the last 10).
+    warm = sorted(kept[-10:])
+    assert warm[5] < tensor_pages // 16 and warm[7] < tensor_pages // 16, kept
