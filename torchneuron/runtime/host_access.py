@@ -2,7 +2,7 @@
 (NEURON_MEMORY_PROTECT=1, csrc/runtime/ProtectedMemory.h): device memory is inaccessible to the
 host except inside a window. Work that Python runs on device memory through the seam opens one
 (`window()`; a compiled graph's kernels, `kernel_launcher()`); a path this mode cannot make safe
-refuses by name (`refuse()`; DLPack export, `refuse_dlpack_export()`). In the default runtime a
+refuses by name (`refuse()`; DLPack export, `guard_dlpack_export()`). In the default runtime a
 window costs one call and refuses nothing."""
 
 from __future__ import annotations
