@@ -1,8 +1,10 @@
 #include "aten/DeferredOp.h"
 
 #include "aten/CallArguments.h"
+#include "aten/CapturedCall.h"
 #include "aten/CpuAlias.h"
 #include "aten/Fallback.h"
+#include "aten/GraphCapture.h"
 #include "aten/IValueTensors.h"
 #include "aten/Launch.h"
 #include "device/NeuronAllocator.h"
@@ -108,15 +110,9 @@ void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::Devi
   // Fresh results of distinct sizes become the kernel's allocation targets (OutputBlocks).
   c10::SmallVector<OutputBlocks::Block, 2> blocks;
   for (const Result& r : results) {
-    if (!r.fresh) continue;
-    const std::size_t nbytes = r.neuron.storage().nbytes();
-    void* data = r.neuron.storage().mutable_data();
-    bool clash = nbytes == 0;
-    for (auto& b : blocks) {
-      if (b.data == data) clash = true;  // two results over one storage: already listed
-      if (b.nbytes == nbytes && b.data != data) b.nbytes = 0;  // same size: no target
+    if (r.fresh) {
+      add_output_block(blocks, r.neuron.storage().mutable_data(), r.neuron.storage().nbytes());
     }
-    if (!clash) blocks.push_back({data, nbytes});
   }
 
   AliasSession session(device);
@@ -151,6 +147,14 @@ void run_queued(const c10::OperatorHandle& op, c10::DispatchKeySet ks, c10::Devi
 }
 
 std::atomic<const OpHolder*> g_op_holder{nullptr};
+
+// Why the last call this thread could not queue must run at the call, kept while it captures a
+// graph (aten/GraphCapture.h), where that call is refused with the reason.
+thread_local std::string t_capture_refusal;
+bool cannot_queue(const char* why, const char* detail = "") {
+  if (launch::capturing()) t_capture_refusal = std::string(why) + detail;
+  return false;
+}
 
 // The worker's tensors over the memory of `stream`'s own blocks without a reference to it, as an
 // accelerator's queue holds none: when the program drops a tensor this work still reads or
@@ -196,6 +200,10 @@ void use_in_stream_order(torch::jit::Stack& work_stack, std::vector<Result>& res
 
 void set_op_holder(const OpHolder* holder) { g_op_holder.store(holder); }
 
+std::string capture_refusal() {
+  return t_capture_refusal.empty() ? std::string("it must run at the call") : t_capture_refusal;
+}
+
 bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks) {
   const auto& schema = op.schema();
   return ks.highestPriorityTypeId() == c10::DispatchKey::PrivateUse1 &&  // not sparse
@@ -216,10 +224,16 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   // Python floats at Tensor positions (x * 0.5) are wrapped numbers, keyed by type already.
   std::optional<CallArguments> own;
   if (read == nullptr) {
-    if (!may_defer(op, ks)) return false;
+    if (!may_defer(op, ks)) {
+      return cannot_queue("its results are known only once it ran (it returns data to the host, "
+                          "is not an ATen op, or has no meta function)");
+    }
     own.emplace(op);
     for (std::size_t i = 0; i < num_args; ++i) {
-      if (!own->read((*stack)[begin + i], [](const at::Tensor&) {})) return false;
+      if (!own->read((*stack)[begin + i], [](const at::Tensor&) {})) {
+        return cannot_queue("it reads arguments a queued op cannot take (CPU tensors that are "
+                            "not scalars)");
+      }
     }
     read = &*own;
   }
@@ -232,7 +246,9 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     auto it = recipes().find(key);
     if (it != recipes().end()) recipe = it->second;
   }
-  if (recipe && !recipe->queue) return false;
+  if (recipe && !recipe->queue) {
+    return cannot_queue("its meta function disagrees with its CPU kernel, so it runs at the call");
+  }
   if (recipe && !recipe->resize.empty()) {
     // Nothing is in an empty out= argument to keep: it gets its memory at the call, as CUDA's
     // resize_output does, and the call then has a signature of its own (the sizes differ), so
@@ -261,10 +277,11 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
       // Below autograd, as the CPU kernel runs (run_cpu_kernel): meta tensors carry requires_grad.
       const at::AutoDispatchBelowADInplaceOrView below_autograd;
       op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       // Run now: the CPU kernel raises the op's own error, or computes what meta could not.
       count_meta(&schema, false);
-      return false;
+      return cannot_queue("its results are known only once it ran; its meta function raised: ",
+                          e.what());
     }
     count_meta(&schema, true);
     if (!args.unchanged()) {
@@ -276,23 +293,31 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
         if (recipes().size() >= kMaxRecipes) recipes().clear();
         recipes().emplace(std::move(key), std::move(made));
       }
-      return false;
+      return cannot_queue("it resizes an argument (an out= tensor of another size)");
     }
     std::shared_ptr<Recipe> made = args.recipe_of(meta_stack);
-    if (!made) return false;
-    if (check != nullptr) {
+    if (!made) return cannot_queue("its results' layout could not be read from its meta function");
+    if (launch::capturing()) {
+      // Captured work runs only at replay, so the meta function's answer is taken as it is (as
+      // Inductor takes it), for this call only: an eager call still checks it.
+      recipe = std::move(made);
+    } else if (check != nullptr) {
       check->key_ = std::move(key);
       check->recipe_ = std::move(made);
       check->tensors_ = args.argument_tensors();
       check->storages_ = args.argument_storages();
     }
-    return false;
+    if (!recipe) return false;
   }
 
   // Results are allocated for this work, queued on the current stream after everything queued
   // on it so far: they may take memory that earlier work there still uses, unreferenced.
   const c10::Stream stream = launch::current_stream(device);
-  const rt::StreamClock* clock = launch::collecting() ? nullptr : launch::stream_clock(stream);
+  // Queued work holds no reference to the memory it uses, as an accelerator's queue holds none;
+  // captured work does: that memory is the graph's until it is reset.
+  const bool capturing = launch::capturing();
+  const rt::StreamClock* clock =
+      launch::collecting() || capturing ? nullptr : launch::stream_clock(stream);
   std::vector<Result> results;
   std::vector<c10::IValue> returned;
   {
@@ -309,17 +334,39 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
 
   // The worker's stack: snapshots of the neuron arguments, copies of CPU scalars, and for a
   // random op a generator holding the draws reserved for it now (in call order).
+  // The caller gets the results' tensors in place of the arguments.
+  auto leave_results = [&] {
+    stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
+    for (auto& v : returned) stack->push_back(std::move(v));
+  };
   torch::jit::Stack& work_stack = args.work_stack();
+  const char* name = schema.name().c_str();
+  const bool grad_mode = c10::GradMode::is_enabled();
   if (const auto g = generator_argument(schema)) {
     const c10::IValue& v = (*stack)[begin + *g];
     const at::Generator source = v.isGenerator() ? v.toGenerator() : default_generator(device);
-    if (!is_neuron_generator(source)) return false;  // the fallback decides what a CPU one does
+    if (!is_neuron_generator(source)) {  // the fallback decides what a CPU one does
+      return cannot_queue("it draws from a CPU generator");
+    }
     int64_t drawn = 0;  // one value per result element, as the fallback counts them
     for (const Result& r : results) drawn += r.neuron.defined() ? r.neuron.numel() : 0;
+    if (capturing) {
+      // Each replay reserves its own draws, in replay order: new numbers every replay, the same
+      // numbers the ops run eagerly from that generator state would draw.
+      launch::record(name, [op, ks, device, work_stack, results, grad_mode, g = *g, source,
+                            drawn]() -> std::function<void()> {
+        torch::jit::Stack replay_stack = work_stack;
+        replay_stack[g] = reserve_draws(source, drawn);
+        return [op, ks, device, replay_stack = std::move(replay_stack), results,
+                grad_mode]() mutable {
+          run_queued(op, ks, device, replay_stack, results, grad_mode);
+        };
+      });
+      leave_results();
+      return true;
+    }
     work_stack[*g] = reserve_draws(source, drawn);
   }
-  const char* name = schema.name().c_str();
-  const bool grad_mode = c10::GradMode::is_enabled();
   const OpHolder* holder = g_op_holder.load(std::memory_order_acquire);
   if (hold && holder != nullptr && returned.size() == 1 && returned[0].isTensor()) {
     // Fused mode: the op may be held back, to run fused with the ops around it. Its unfused run
@@ -337,6 +384,17 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
                       keep)) {
       launch::enqueue(stream, name, std::move(work));
     }
+  } else if (capturing) {
+    // Captured: every replay runs the op again on the same memory.
+    std::function<void()> call =
+        prepare_captured_call(op, ks, device, work_stack, results, grad_mode);
+    if (!call) {
+      call = [op, ks, device, work_stack, results, grad_mode] {
+        torch::jit::Stack replay_stack = work_stack;  // the kernel consumes its stack
+        run_queued(op, ks, device, replay_stack, results, grad_mode);
+      };
+    }
+    launch::record_rerunnable(name, std::move(call));
   } else {
     if (clock != nullptr) use_in_stream_order(work_stack, results, stream, clock);
     launch::enqueue(stream, name,
@@ -346,8 +404,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
                   });
   }
 
-  stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(begin), stack->end());
-  for (auto& v : returned) stack->push_back(std::move(v));
+  leave_results();
   return true;
 }
 

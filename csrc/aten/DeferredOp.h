@@ -65,6 +65,10 @@ bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks);
 bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack,
               c10::DeviceIndex device, bool hold, RecipeCheck* check, CallArguments* read);
 
+// Why this thread's last call that defer_op could not queue must run at the call; kept only while
+// the thread captures a graph (aten/GraphCapture.h), whose refusal names it.
+std::string capture_refusal();
+
 // Fused eager (csrc/fused_eager/FusedEager.h, a layer above) may hold an op back instead of
 // queuing it: `hold(op, device, args, snapshots, result, work)` is offered each op with one tensor
 // result that the launch decision asked to hold (args: the caller's arguments; snapshots:

@@ -8,6 +8,7 @@
 #include "aten/CpuAlias.h"
 #include "aten/DeferredOp.h"
 #include "aten/Float64Gate.h"
+#include "aten/GraphCapture.h"
 #include "aten/IValueTensors.h"
 #include "aten/OpWalk.h"
 #include "aten/QuantizedRefusal.h"
@@ -321,6 +322,10 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     }
   }
   if (host_fallback != nullptr) {
+    if (launch::capturing()) {
+      launch::refuse_in_capture(schema.name(), std::string("a Trainium runtime runs it on the host (") +
+                                                   host_fallback + "), reading its data there");
+    }
     run_host_fallback(op, ks, stack, device, host_fallback);
     return;
   }
@@ -333,6 +338,7 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                read.has_value() ? &*read : nullptr)) {
     return;
   }
+  if (launch::capturing()) launch::refuse_in_capture(schema.name(), capture_refusal());
 
   run_now(op, ks, stack, device, &recipe_check);
 }

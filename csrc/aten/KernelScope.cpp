@@ -105,4 +105,14 @@ void install_kernel_cpu_allocator() {
   c10::SetAllocator(c10::kCPU, g_kernel_cpu_allocator, /*priority=*/10);
 }
 
+void add_output_block(c10::SmallVector<OutputBlocks::Block, 2>& blocks, void* data,
+                      std::size_t nbytes) {
+  bool clash = nbytes == 0;
+  for (auto& b : blocks) {
+    if (b.data == data) clash = true;                        // already listed
+    if (b.nbytes == nbytes && b.data != data) b.nbytes = 0;  // same size: no target
+  }
+  if (!clash) blocks.push_back({data, nbytes});
+}
+
 }  // namespace torchneuron

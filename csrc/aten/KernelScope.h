@@ -52,6 +52,11 @@ class OutputBlocks {
   friend class KernelCpuAllocatorAccess;
 };
 
+// Adds a result's memory to `blocks`: once per memory (two results over one storage), and no
+// block of a size that two results share (the allocation could not tell them apart).
+void add_output_block(c10::SmallVector<OutputBlocks::Block, 2>& blocks, void* data,
+                      std::size_t nbytes);
+
 // The allocator CPU-alias storages are created with, so that an out= kernel that resizes an
 // alias draws the new buffer from neuron memory.
 c10::Allocator* kernel_cpu_allocator();

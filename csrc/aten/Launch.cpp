@@ -1,6 +1,7 @@
 #include "aten/Launch.h"
 
 #include "aten/Accounting.h"
+#include "aten/GraphCapture.h"
 
 #include "profiler/KernelActivity.h"
 #include "profiler/MemoryHistory.h"
@@ -45,6 +46,8 @@ std::exception_ptr renamed(const E& e, const char* name) {
                                    std::string(name) + ": " + e.what_without_backtrace()));
 }
 
+}  // namespace
+
 std::exception_ptr current_error_named(const char* name) {
   try {
     throw;
@@ -74,6 +77,8 @@ std::exception_ptr current_error_named(const char* name) {
                                               std::string(name) + ": unknown error"));
   }
 }
+
+namespace {
 
 // What the runtime's workers need from PyTorch: the stream as their current one, the caller's
 // thread count and profiler correlation around each item, and c10's error types.
@@ -129,13 +134,22 @@ EagerMode effective_mode() {
 bool launch_blocking() { return g_blocking.load(std::memory_order_relaxed); }
 bool on_worker_thread() { return rt::on_worker_thread(); }
 
+// A thread that captures a device graph (aten/GraphCapture.h) queues all its work, whatever the
+// mode, so that all of it is recorded; a kernel running in place (an InlineScope) still runs its
+// nested calls in place, and a worker never captures.
+bool capture_queues() {
+  return capturing() && t_inline_depth == 0 && !rt::on_worker_thread();
+}
+
 bool queuing() {
-  return g_mode.load(std::memory_order_relaxed) != EagerMode::kSync &&
-         !g_blocking.load(std::memory_order_relaxed) && !rt::on_worker_thread() &&
-         t_inline_depth == 0;
+  return (g_mode.load(std::memory_order_relaxed) != EagerMode::kSync &&
+          !g_blocking.load(std::memory_order_relaxed) && !rt::on_worker_thread() &&
+          t_inline_depth == 0) ||
+         capture_queues();
 }
 
 Launch decide(Work work, std::size_t largest_bytes) {
+  if (capture_queues()) return Launch::kQueue;
   if (!queuing() || (work != Work::kCompiledKernel && largest_bytes <= kInlineBytes && idle() &&
                      rt::collected_nothing())) {
     ++t_work_count;
@@ -144,7 +158,9 @@ Launch decide(Work work, std::size_t largest_bytes) {
   return work == Work::kOp && holding() ? Launch::kHold : Launch::kQueue;
 }
 
-bool queues_every_op() { return queuing() && !(idle() && rt::collected_nothing()); }
+bool queues_every_op() {
+  return capture_queues() || (queuing() && !(idle() && rt::collected_nothing()));
+}
 
 // An op's kernel runs in place inside one: it is seam work, so under NEURON_MEMORY_PROTECT=1
 // device memory is host-accessible for its length (rt::HostAccessWindow).
@@ -185,18 +201,37 @@ const rt::StreamClock* stream_clock(const c10::Stream& stream) {
   return rt::stream_clock(stream_ref(stream));
 }
 
+// While this thread captures a graph, its work is recorded, not run: each replay runs a copy of
+// the work as it was queued (a queued op's work keeps its arguments by value, so every copy
+// starts from the same state).
+void record_copies(const char* name, std::function<void()> work) {
+  record(name, [work = std::move(work)] { return work; });
+}
+
 void enqueue(const c10::Stream& stream, const char* name, std::function<void()> work) {
+  if (capture_queues()) return record_copies(name, std::move(work));
   rt::wait_for_room();
   flush_held(&stream);
   enqueue_held(stream, name, std::move(work));
 }
 
 void enqueue_held(const c10::Stream& stream, const char* name, std::function<void()> work) {
+  if (capture_queues()) return record_copies(name, std::move(work));
   ++t_work_count;
   rt::submit(stream_ref(stream), name, std::move(work));
 }
 
+// A synchronization waits for work that, while this thread captures, has not run (CUDA: "operation
+// not permitted when stream is capturing").
+void refuse_synchronization_in_capture(const char* what) {
+  if (capture_queues()) {
+    refuse_in_capture(what, "it waits for the device (a host synchronization), and captured work "
+                            "runs only at replay");
+  }
+}
+
 void synchronize_stream(const c10::Stream& stream) {
+  refuse_synchronization_in_capture("Stream.synchronize()");
   if (accounting::enabled()) {
     accounting::sync(accounting::SyncCause::kSynchronize, "Stream.synchronize", 0);
   }
@@ -205,6 +240,7 @@ void synchronize_stream(const c10::Stream& stream) {
 }
 
 void synchronize_device(c10::DeviceIndex device) {
+  refuse_synchronization_in_capture("torch.neuron.synchronize()");
   if (accounting::enabled()) {
     accounting::sync(accounting::SyncCause::kSynchronize, "synchronize", 0);
   }
@@ -213,6 +249,8 @@ void synchronize_device(c10::DeviceIndex device) {
 }
 
 void settle() {
+  refuse_synchronization_in_capture("an access to device memory from the host (item(), a copy to "
+                                    "pageable host memory, printing, an op that runs at the call)");
   ++t_work_count;
   flush_held(nullptr);    // nothing when nothing is held, and on a worker
   rt::synchronize_all();  // free when nothing is queued, and a no-op on a worker

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 
 namespace torchneuron::launch {
@@ -124,6 +125,10 @@ bool query_stream(const c10::Stream& stream);
 void raise_pending_error(c10::DeviceIndex device);
 // Waits for every stream without raising (the allocator's emptyCache). A no-op on a worker.
 void drain_all();
+
+// Inside a catch block: the error being handled with `name` in front, of its own c10 type where
+// it has one (what the runtime keeps of queued work that raised).
+std::exception_ptr current_error_named(const char* name);
 
 using Marker = rt::Marker;
 Marker record_marker(const c10::Stream& stream);

@@ -1,6 +1,6 @@
 // torchneuron._C.device: the C++ device (csrc/device/): the hooks ATen asks, the device's
 // lifecycle, the current device, synchronization, the caching allocator's figures and settings,
-// storages shared between processes, and the per-device generators.
+// storages shared between processes, the per-device generators and device graphs.
 #include "python/Bindings.h"
 
 #include "device/CurrentDevice.h"
@@ -8,6 +8,7 @@
 #include "device/Lifecycle.h"
 #include "device/NeuronAllocator.h"
 #include "device/NeuronGenerator.h"
+#include "device/NeuronGraph.h"
 #include "device/NeuronHooks.h"
 #include "device/SharedStorage.h"
 
@@ -90,6 +91,15 @@ void bind_device(py::module& parent) {
   });
   m.def("set_draws_from_cpu_generator", &set_draws_from_cpu_generator);
   m.def("draws_from_cpu_generator", &draws_from_cpu_generator);
+
+  // Device graphs: NeuronGraph itself is torch.accelerator.Graph's implementation for neuron
+  // (registered at run time, once the device has its name).
+  m.def("register_graph_impl", &register_graph_impl);
+  m.def("graph_pool_handle", [] {
+    const auto id = graph_pool_handle();
+    return py::make_tuple(id.first, id.second);
+  });
+  m.def("is_current_stream_capturing", &is_current_stream_capturing);
 }
 
 }  // namespace torchneuron
