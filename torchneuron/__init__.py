@@ -89,6 +89,8 @@ _atexit.register(_execution.drain_at_exit)
 
 # 2. The name: PrivateUse1 is called "neuron" everywhere (torch.device, profiler, serialization).
 torch.utils.rename_privateuse1_backend("neuron")
+# torch.accelerator.Graph's implementation is registered under the device's name, known now.
+_device_c.register_graph_impl()
 
 # 3. `torch.neuron`, the device module shaped like `torch.cuda`.
 from . import device as _device_module  # noqa: E402

@@ -38,6 +38,9 @@ PUBLIC_NAMES = {
     *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES, "ipc_collect",
     # the readiness accounting and its contract (issue 52; docs/readiness.md)
     "expect", "ExpectationError", "readiness_summary", "reset_readiness",
+    # device graphs (issue 56; docs/device-graphs.md)
+    "NeuronGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
+    "make_graphed_callables",
 }
 
 RUNTIME_DIR = pathlib.Path(torchneuron.__file__).parent / "runtime"

@@ -12,6 +12,8 @@ submodules, whose names it re-exports. Registered with `torch._register_device_m
 - `_oom_message.py`: the out-of-memory message's tails (snapshot writer, advisor), in order.
 - `_memory_history.py`: memory snapshots in the shape of torch.cuda.memory's, for _memory_viz.
 - `streams.py`: streams and events, the current/default stream and the `stream` context manager.
+- `graphs.py`: device graphs, as `torch.cuda.graphs`: `NeuronGraph`, `graph`,
+  `make_graphed_callables`.
 - `random.py`: each device's default generator, its state and seeding; NEURON_RNG=cpu.
 - `properties.py`: what a device is (name, HBM, LogicalNC configuration, peak figures).
 - `amp.py`: `torch.neuron.amp`, the deprecated device-specific spellings of `torch.amp`.
@@ -36,9 +38,10 @@ from .._C import device as _device_c
 from .._C import runtime as _runtime_c
 from ..runtime import device_state
 from . import accounting, amp, comm, contract, ipc, legacy_types, memory, monitoring, nvtx
-from . import properties, random, streams
+from . import graphs, properties, random, streams
 from .accounting import readiness_summary, reset_readiness
 from .contract import ExpectationError, expect
+from .graphs import *  # noqa: F403
 from ._index import _device_index, _device_t
 from .ipc import ipc_collect
 from .memory import *  # noqa: F403
@@ -53,7 +56,7 @@ from .streams import *  # noqa: F403
 __all__ = ["is_available", "is_initialized", "init", "device_count", "current_device",
            "set_device", "synchronize", "eager_mode", "device", "device_of", "ipc_collect",
            "expect", "ExpectationError", "readiness_summary", "reset_readiness",
-           *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
+           *graphs.__all__, *memory.__all__, *monitoring.__all__, *properties.__all__, *random.__all__,
            *streams.__all__, *legacy_types.TENSOR_TYPES, *legacy_types.STORAGE_TYPES]
 
 # torch.neuron.FloatTensor, torch.neuron.FloatStorage, ... as torch.cuda has them.

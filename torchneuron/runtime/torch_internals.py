@@ -223,6 +223,22 @@ def defines(module: str, qualname: str, params: tuple[str, ...] | None = None,
     return check
 
 
+def _module_has_hook_dicts() -> None:
+    """A module keeps its forward, forward-pre and backward hooks in dicts of these names."""
+    m = torch.nn.Module()
+    for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
+        if not isinstance(getattr(m, name, None), dict):
+            raise Mismatch(f"torch.nn.Module no longer keeps its hooks in {name}")
+
+
+def _doc_mentions(path: str, snippets: tuple[str, ...]) -> None:
+    """A binding's signature line (pybind writes it into __doc__) names each of `snippets`."""
+    doc = resolve(path).__doc__ or ""
+    missing = [x for x in snippets if x not in doc]
+    if missing:
+        raise Mismatch(f"{path}'s signature no longer names {missing}: {doc.splitlines()[:1]}")
+
+
 def contains(module: str, qualname: str | None, *snippets: str) -> Callable[[], None]:
     """The source of `qualname` in `module` (the whole module for None) contains `snippets`."""
     def check() -> None:
@@ -649,6 +665,11 @@ def _op_overloads_carry_their_schema() -> None:
     if not isinstance(torch.ops.aten.add.Tensor._schema.arguments[0].type, torch.TensorType) or \
             alpha.name != "alpha" or alpha.default_value != 1:
         raise Mismatch("OpOverload._schema's arguments no longer carry their type and default")
+    written = torch.ops.aten.add_.Tensor._schema.arguments[0].alias_info
+    if written is None or not written.is_write or \
+            torch.ops.aten.add.Tensor._schema.arguments[0].alias_info is not None:
+        raise Mismatch("OpOverload._schema's arguments no longer say which one an op writes "
+                       "(alias_info.is_write)")
 
 
 def _recurrent_schemas_as_checked() -> None:
@@ -897,6 +918,31 @@ ENTRIES: tuple[Internal, ...] = (
         covers=("torch.utils.dlpack.to_dlpack", "torch.to_dlpack")),
 
     # ---- device
+    Internal(
+        "torch._C._acceleratorGraph", "relied on", ("torchneuron/device/graphs.py",),
+        "NeuronGraph subclasses torch.accelerator.Graph (over the binding torch._C."
+        "_acceleratorGraph, which creates the graph implementation registered for the "
+        "accelerator) and calls the binding's capture_begin with a pool and capture mode, as "
+        "torch.cuda.CUDAGraph.capture_begin takes them",
+        _all(exists("torch._C._acceleratorGraph",
+                    members=("capture_begin", "capture_end", "replay", "reset", "pool",
+                             "instantiate", "enable_debug_mode", "debug_dump")),
+             lambda: _doc_mentions("torch._C._acceleratorGraph.capture_begin",
+                                   ("pool:", "capture_error_mode:")),
+             exists("torch.accelerator.Graph"))),
+    Internal(
+        "torch.nn.Module._forward_hooks / _forward_pre_hooks / _backward_hooks", "relied on",
+        ("torchneuron/device/graphs.py",),
+        "make_graphed_callables refuses a module with hooks, as torch.cuda's does (a replay "
+        "would skip them); PyTorch has no public way to ask whether a module has hooks",
+        lambda: _module_has_hook_dicts(),
+        covers=("torch.nn.Module._forward_hooks", "torch.nn.Module._forward_pre_hooks",
+                "torch.nn.Module._backward_hooks")),
+    Internal(
+        "torch.utils._pytree.arg_tree_leaves", "relied on", ("torchneuron/device/graphs.py",),
+        "make_graphed_callables flattens a callable's sample arguments as torch.cuda's does",
+        exists("torch.utils._pytree.arg_tree_leaves"),
+        covers=("torch.utils._pytree.tree_leaves", "torch.utils._pytree.tree_unflatten")),
     Internal(
         "torch.multiprocessing.reductions.reduce_storage", "relied on",
         ("torchneuron/device/ipc.py",),
@@ -1178,14 +1224,26 @@ ENTRIES: tuple[Internal, ...] = (
     Internal(
         f"{_IND}.config options and modes", "relied on", ("torchneuron/compile/backend.py",),
         "backend='neuron' validates options against Inductor's config, expands modes with "
-        "list_mode_options() and drops triton.cudagraphs and cpp_wrapper by name",
+        "list_mode_options(), reads triton.cudagraphs as 'capture device graphs' and drops "
+        "cpp_wrapper by name",
         _all(exists(f"{_IND}.list_mode_options"), _config_has_dropped_options),
         covers=(f"{_IND}.config.get_config_copy", f"{_IND}.list_mode_options")),
     Internal(
+        "torch._functorch.config.enable_autograd_cache", "patched",
+        ("torchneuron/compile/backend.py",),
+        "off while reduce-overhead compiles a graph: AOTAutograd's cache answers a warm graph "
+        "without calling compile_fx's inner_compile, which is where each compiled graph is "
+        "wrapped in device graphs (Inductor's FX graph cache, inside compile_fx_inner, stays on)",
+        _all(exists("torch._functorch.config.enable_autograd_cache", of_type=bool),
+             contains("torch._functorch._aot_autograd.autograd_cache", None,
+                      "config.enable_autograd_cache")),
+        covers=("torch._functorch.config.patch",)),
+    Internal(
         f"{_IND}.compile_fx.compile_fx", "relied on", ("torchneuron/compile/backend.py",),
-        "backend='neuron' is Inductor's compile_fx with neuron's config patches",
+        "backend='neuron' is Inductor's compile_fx with neuron's config patches and, for "
+        "reduce-overhead, an inner compile that wraps each compiled graph in device graphs",
         exists(f"{_IND}.compile_fx.compile_fx", params=("model_", "example_inputs_"),
-               keywords=("config_patches",))),
+               keywords=("config_patches", "inner_compile"))),
 
     # ---- compile: Inductor's "cpu" tests, re-pointed for neuron (inductor_cpu_paths.py)
     Internal(
@@ -1343,7 +1401,8 @@ ENTRIES: tuple[Internal, ...] = (
     Internal(
         "torch.utils._pytree.tree_flatten", "relied on",
         ("torchneuron/compat/random_draws.py", "torchneuron/timemodel/trace.py",
-         "torchneuron/readiness/steps.py"),
+         "torchneuron/readiness/steps.py", "torchneuron/device/graphs.py"),
+        "make_graphed_callables flattens a callable's outputs as torch.cuda's does; "
         "flattens an op's outputs to find the tensors a recorded draw produced, and a traced "
         "op's arguments and results to record their shapes (the time model)",
         exists("torch.utils._pytree.tree_flatten", params=("tree",))),
@@ -1352,12 +1411,12 @@ ENTRIES: tuple[Internal, ...] = (
         ("torchneuron/compat/random_draws.py", "torchneuron/fused_eager/ops.py",
          "torchneuron/ops/op_support.py",
          "torchneuron/fused_eager/queue_feeder.py", "torchneuron/fused_eager/graph.py",
-         "torchneuron/fused_eager/runtime_scalars.py"),
+         "torchneuron/fused_eager/runtime_scalars.py", "torchneuron/compile/reduce_overhead.py"),
         "reads a dispatched op's argument names and defaults (the generator, p) to tell a draw; "
         "fused eager asks its rule only of OpOverloads, names ops as the C++ core does (schema name and _overloadname), passes a queued "
         "op's kwarg-only arguments by name, and finds a runtime scalar's argument position, "
         "type and default; the op-support rule reads an op's returns (no tensor: an assert or "
-        "a predicate)",
+        "a predicate); reduce-overhead reads which arguments an op writes (alias_info)",
         _all(_op_overloads_carry_their_schema,
              exists("torch._C.FunctionSchema", members=("is_mutable", "returns", "name")),
              _op_overloads_name_their_overload),
@@ -1408,12 +1467,16 @@ ENTRIES: tuple[Internal, ...] = (
              contains(f"{_IND}.codecache", None, '"fxgraph_cache_hit"', '"fxgraph_cache_miss"',
                       '"fxgraph_cache_bypass"'))),
     Internal(
-        f"{_IND}.compile_fx.compile_fx_inner", "relied on", (_FUSION_COMPILER,),
+        f"{_IND}.compile_fx.compile_fx_inner", "relied on",
+        (_FUSION_COMPILER, "torchneuron/compile/backend.py", "torchneuron/compile/reduce_overhead.py"),
         "fused eager compiles a chain's graph, already in the form AOTAutograd hands Inductor "
         "(functional steps, then copy_ into the buffers), with compile_fx_inner: the returned "
         "graph is called without AOTAutograd's runtime wrappers (a 20-op chain on 16 floats: "
-        "~11 us per call instead of ~17); the FX graph cache is inside it",
-        exists(f"{_IND}.compile_fx.compile_fx_inner", params=("gm", "example_inputs"))),
+        "~11 us per call instead of ~17); the FX graph cache is inside it. reduce-overhead "
+        "wraps it as compile_fx's inner_compile: compile_fx passes it static_input_idxs (the "
+        "parameters and buffers, captured in place) and it returns a boxed callable",
+        _all(exists(f"{_IND}.compile_fx.compile_fx_inner", params=("gm", "example_inputs")),
+             contains(f"{_IND}.compile_fx", None, "static_input_idxs="))),
     Internal(
         "torch._dynamo.utils.preserve_rng_state", "patched",
         ("torchneuron/fused_eager/background_rng.py",),
@@ -1639,6 +1702,15 @@ ENTRIES: tuple[Internal, ...] = (
         _tensor_base_of_a_view, covers=("._base",)),
 
     # ---- C++ (csrc/): non-public symbols and behaviours
+    _cpp("at::GraphImplRegistry / at::GraphImplInterface", ("NeuronGraph.cpp", "NeuronGraph.h"),
+         "torch.accelerator.Graph creates the implementation registered under the device "
+         "type's name (c10::DeviceTypeName, so neuron's is known only after the rename); "
+         "NeuronGraph implements the interface and registers itself at run time",
+         header("ATen/core/GraphImplInterface.h",
+                "TORCH_DECLARE_REGISTRY(GraphImplRegistry, GraphImplInterface, GraphImplArgs)",
+                "struct TORCH_API GraphImplInterface", "virtual void capture_begin(",
+                "MempoolId_t pool = {0, 0}", "virtual void debug_dump(const std::string& path)"),
+         covers=("at::GraphImplArgs", "at::GraphCaptureMode")),
     _cpp("at::native::DispatchStubImpl::get_call_ptr (x86-64 capability parameters)",
          ("CpuStubs.h",),
          "kernels call the CPU implementation of a DispatchStub; its call path takes one "
@@ -1842,7 +1914,8 @@ ENTRIES: tuple[Internal, ...] = (
          header("ATen/TensorIterator.h", "constexpr int64_t GRAIN_SIZE")),
     Internal(
         "at::_ops::<op>::redispatch to the CPU key", "relied on",
-        ("Matmul.cpp", "Attention.cpp", "Memory.cpp", "Fill.cpp", "DeferredOp.cpp"),
+        ("Matmul.cpp", "Attention.cpp", "Memory.cpp", "Fill.cpp", "DeferredOp.cpp",
+         "CapturedCall.cpp"),
         "mm/addmm/bmm and SDPA's kernel choice run the CPU kernel on the neuron tensors "
         "themselves (the CPU kernels check shapes and dtypes, not devices); copies and "
         "one-element fills run the CPU's copy_/fill_ on CPU aliases; a queued op whose CPU "
