@@ -12,12 +12,11 @@ root.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import torch
 from eager_overhead import demo_gpt_step, small_op_cases
-from timing import finish_for, keep_freed_memory, seconds_per_call, settings
+from timing import finish_for, print_table, seconds_per_call, settings, standard_arguments
 
 from torchneuron.device import accounting
 
@@ -33,14 +32,7 @@ def accounted(fn, number: int, finish) -> float:
 
 
 def main() -> None:
-    keep_freed_memory()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--markdown", action="store_true",
-                        help="print the settings and a Markdown table (for docs/performance.md)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = standard_arguments(__doc__)
     finish = finish_for("neuron")
 
     small = small_op_cases("neuron")
@@ -65,17 +57,7 @@ def main() -> None:
               f"{m:.3f} ({lo:.3f}-{hi:.3f})") for name, c, o, a, m, lo, hi in rows]
     line = (f"Before: {before}. After: {settings(args.threads)}. Best of {args.rounds} rounds "
             "per column; the ratio on/off is taken per round")
-    if args.markdown:
-        print(f"{line}.\n")
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for row in lines:
-            print("| " + " | ".join(row) + " |")
-    else:
-        print(line)
-        for row in (header, *lines):
-            print(f"{row[0]:<34} " + " ".join(f"{x:>12}" for x in row[1:]))
-
+    print_table(line, header, lines, args.markdown)
 
 if __name__ == "__main__":
     main()

@@ -56,6 +56,7 @@ RUNS = (
     Run("adaptive_eager.py", "the decoder block's profile, 1 thread",
         ("--threads", "1", "--profile")),
     Run("accounting.py", "the readiness accounting off and on, 1 thread", ("--threads", "1")),
+    Run("device_graphs.py", "1 thread", ("--threads", "1")),
     Run("compile.py", "1 thread", ("--threads", "1")),
     Run("compile.py", "2 threads", ("--threads", "2")),
     Run("compile.py", "2 threads, the CPU's matmul kernels (NEURON_COMPILE_GEMM=aten)",

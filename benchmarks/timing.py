@@ -110,3 +110,37 @@ def settings(threads: int | None = None) -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (f"torch {torch.__version__}, NEURON_EAGER_MODE={torchneuron.runtime.execution.mode()}, "
             f"{threads} intra-op threads, load average {load}")
+
+
+def print_table(line: str, header: tuple[str, ...], rows: list[tuple[str, ...]], markdown: bool,
+                widths: tuple[int, int] = (34, 12)) -> None:
+    """A benchmark's settings line and table: Markdown (for docs/performance.md) or aligned text
+    (the first column `widths[0]` wide, the others `widths[1]`)."""
+    if markdown:
+        print(f"{line}.\n")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    else:
+        print(line)
+        for row in (header, *rows):
+            print(f"{row[0]:<{widths[0]}} " + " ".join(f"{x:>{widths[1]}}" for x in row[1:]))
+
+
+def standard_arguments(doc: str, rounds: int = 7):
+    """The arguments most benchmarks take (--rounds, --threads, --markdown), parsed, with the
+    intra-op thread count applied and the CPU baseline's allocator setting made first."""
+    import argparse
+
+    import torch
+
+    keep_freed_memory()
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--markdown", action="store_true",
+                        help="print the settings and a Markdown table (for docs/performance.md)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args
