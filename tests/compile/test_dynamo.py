@@ -80,8 +80,7 @@ def test_fullgraph_reports_the_break():
         torch.compile(with_graph_break, backend="neuron", fullgraph=True)(x)
 
 
-@pytest.mark.parametrize("mode,reason", [("reduce-overhead", "no device graphs"),
-                                         ("max-autotune", "GEMM templates")])
+@pytest.mark.parametrize("mode,reason", [("max-autotune", "GEMM templates")])
 def test_modes_fall_back_with_one_warning(mode, reason):
     from torchneuron.compile import backend
 
@@ -110,14 +109,3 @@ def test_unknown_mode_and_option_are_named():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="unknown option 'no_such_knob'"):
         torch.compile(norm_and_scale, backend="neuron", options={"no_such_knob": 1})(x, x[0])
-
-
-def test_cudagraphs_option_is_dropped_with_a_warning():
-    from torchneuron.compile import backend
-
-    backend._warned_modes.discard("options['triton.cudagraphs']")
-    x = torch.randn(4, 8, device="neuron")
-    with pytest.warns(UserWarning, match="no device graphs"):
-        out = torch.compile(norm_and_scale, backend="neuron",
-                            options={"triton.cudagraphs": True})(x, x[0])
-    torch.testing.assert_close(out.cpu(), norm_and_scale(x.cpu(), x[0].cpu()))

@@ -4,6 +4,8 @@ neuron device (inductor.py), so a bare `torch.compile(model)` on neuron tensors 
 
 - `backend.py`: the Dynamo backend `neuron`, Inductor with neuron's kernel generation, and what
   the compile modes mean on neuron.
+- `reduce_overhead.py`: `mode="reduce-overhead"` (and Inductor's `triton.cudagraphs`): each
+  compiled graph captured into device graphs per input-shape key and replayed.
 - `inductor.py`: Inductor's CPU C++ kernel generator pointed at neuron memory, with a host-side
   wrapper of neuron's own.
 - `inductor_cpu_paths.py`: where Inductor tests `device.type == "cpu"` to mean "C++ backend",

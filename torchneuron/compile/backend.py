@@ -1,9 +1,10 @@
 """The Dynamo backend `neuron`: `torch.compile(model, backend="neuron")`.
 
 It is Inductor with neuron's kernel generation (inductor.py), plus what the compile modes mean
-on neuron. Kernels on the software NeuronCore are synchronous host calls, so there are no device
-graphs to capture (the "cudagraphs" part of reduce-overhead and max-autotune), and Inductor's
-GEMM templates are generated for CPU tensors only; those parts are dropped with one warning."""
+on neuron. The "cudagraphs" part of reduce-overhead and max-autotune (Inductor's
+`triton.cudagraphs`) captures each compiled graph into neuron device graphs (reduce_overhead.py);
+Inductor's GEMM templates are generated for CPU tensors only, so that part of max-autotune is
+dropped with one warning."""
 
 from __future__ import annotations
 
@@ -16,15 +17,16 @@ import torch
 # internal: see runtime/torch_internals.py "compile_fx.compile_fx"
 from torch._inductor import config as inductor_config
 from torch._inductor import list_mode_options
-from torch._inductor.compile_fx import compile_fx
+# internal: see runtime/torch_internals.py "compile_fx.compile_fx_inner"
+from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
 from ..runtime import activity
-from . import inductor
+from . import inductor, reduce_overhead
 
 # What each mode keeps and loses on neuron: the option Inductor would set, and why it is dropped.
+# "triton.cudagraphs" is not dropped: it means device graphs (_GRAPH_OPTION).
+_GRAPH_OPTION = "triton.cudagraphs"
 _DROPPED_OPTIONS = {
-    "triton.cudagraphs": "neuron has no device graphs (kernel launches are synchronous host "
-                         "calls, so there is no launch overhead to capture)",
     "cpp_wrapper": "the C++ wrapper needs an AOTInductor runtime header that exists only for "
                    "built-in devices, so the Python wrapper calls the fused C++ kernels",
 }
@@ -45,7 +47,9 @@ def _warn_once(mode: str, reasons: list[str]) -> None:
 
 
 def config_for(mode: str | None, options: dict[str, Any] | None) -> dict[str, Any]:
-    """Inductor config patches for `mode` and `options` on neuron (raises on unknown ones)."""
+    """Inductor config patches for `mode` and `options` on neuron (raises on unknown ones).
+    `triton.cudagraphs` stays in them: neuron_backend reads it to capture device graphs, and
+    Inductor itself never acts on it for a device that is not CUDA."""
     patches: dict[str, Any] = {}
     reasons: list[str] = []
     if mode is not None and mode != "default":
@@ -78,7 +82,19 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                    mode: str | None = None, options: dict[str, Any] | None = None) -> Callable:
     """Dynamo backend: compile the captured graph with Inductor into neuron kernels."""
     inductor.register()
-    compiled = compile_fx(gm, example_inputs, config_patches=config_for(mode, options))
+    patches = config_for(mode, options)
+    graphed = bool(patches.pop(_GRAPH_OPTION, False))
+    if graphed:
+        # AOTAutograd's cache would answer a warm graph with Inductor's compiled graphs, without
+        # asking the inner compile that wraps them in device graphs; the FX graph cache inside
+        # compile_fx_inner still spares the compile.
+        # internal: see runtime/torch_internals.py "torch._functorch.config.enable_autograd_cache"
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            compiled = compile_fx(gm, example_inputs, config_patches=patches,
+                                  inner_compile=reduce_overhead.graphed_inner_compile(
+                                      compile_fx_inner))
+    else:
+        compiled = compile_fx(gm, example_inputs, config_patches=patches)
     graph_name = f"compiled_graph ({len(gm.graph.nodes)} nodes)"
 
     @functools.wraps(compiled)  # keeps what Dynamo reads on it (_boxed_call)

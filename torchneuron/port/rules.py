@@ -111,8 +111,9 @@ RULES = _rules(
          "a CUDA-only switch: no effect on other devices", inert=True),
     # --- torch.compile ------------------------------------------------------------------------
     Rule("TNP401", "`torch.compile` mode tuned for CUDA (max-autotune, reduce-overhead)", None,
-         "these modes autotune Triton kernels and capture CUDA graphs; on neuron use the default "
-         "mode"),
+         "max-autotune's Triton GEMM templates do not apply off CUDA; both modes capture device "
+         "graphs on neuron only with `backend=\"neuron\"` (a bare `torch.compile` runs them "
+         "without)"),
     Rule("TNP402", "Triton", None,
          "Triton kernels run on GPUs only: keep a PyTorch fallback for other devices"),
     # --- distributed --------------------------------------------------------------------------
