@@ -149,3 +149,18 @@ def test_a_graph_that_cannot_be_captured_runs_compiled_with_the_reason():
             torch.testing.assert_close(compiled(x.to("neuron")).cpu(), x + table)
     ours = [w for w in caught if "reduce-overhead" in str(w.message)]
     assert len(ours) == 1 and "on cpu" in str(ours[0].message)
+
+
+def test_a_parameter_replaced_after_capture_is_read_where_the_graph_reads_it():
+    model = mlp()
+    neuron = copy.deepcopy(model).to("neuron")
+    graphed = torch.compile(neuron, backend="neuron", mode="reduce-overhead")
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        for _ in range(3):  # warm-up, capture, replay
+            graphed(x.to("neuron"))
+        new_state = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
+        model.load_state_dict(new_state, assign=True)
+        neuron.load_state_dict({k: v.to("neuron") for k, v in new_state.items()}, assign=True)
+        for _ in range(2):
+            torch.testing.assert_close(graphed(x.to("neuron")).cpu(), model(x))

@@ -50,26 +50,15 @@ def mutated_inputs(gm: torch.fx.GraphModule) -> set[int]:
     return written
 
 
-def _key(args: Sequence[Any]) -> tuple | str:
-    """The inputs' shapes, strides, dtypes and devices, and the values of the rest; or why the
-    inputs cannot be captured (a tensor off neuron: replay could not copy into it)."""
-    key = []
-    for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor):
-            if a.device.type != "neuron":
-                return f"its input {i} is a tensor on {a.device}, not on neuron"
-            key.append((tuple(a.shape), a.stride(), a.dtype, a.device.index))
-        else:
-            key.append(a)
-    return tuple(key)
-
-
 class _Captured:
-    """One key's device graph: its input tensors (static) and its outputs."""
+    """One key's device graph: its outputs, and for each tensor input where the replay reads it:
+    `copied` inputs go into a tensor of the graph's own before each replay, `kept` ones (parameters,
+    buffers, another graph's outputs) were captured where they are."""
 
     def __init__(self) -> None:
         self.graph: torch.neuron.NeuronGraph | None = None
-        self.inputs: list[Any] = []
+        self.copied: list[tuple[int, torch.Tensor]] = []
+        self.kept: list[tuple[int, torch.Tensor, int]] = []  # (position, tensor, its address)
         self.outputs: Any = None
         self.failed = False
 
@@ -86,11 +75,17 @@ class GraphedCompiledGraph:
         self.static = frozenset(static_inputs)
         self.keys: dict[tuple, _Captured] = {}
 
+    def _key(self, args: Sequence[Any]) -> tuple:
+        """What tells the graph's calls apart: the shapes, strides and dtypes of its inputs
+        other than parameters and buffers (those are the same tensors at every call, Dynamo
+        guards their metadata), and the values of its non-tensor inputs (symbolic sizes among
+        them). Kept cheap: it runs at every call."""
+        static = self.static
+        return tuple((a.shape, a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
+                     for i, a in enumerate(args) if i not in static)
+
     def __call__(self, args: list) -> Any:
-        key = _key(args)
-        if isinstance(key, str):
-            _warn_once(key)
-            return self.compiled(args)
+        key = self._key(args)
         captured = self.keys.get(key)
         if captured is None:  # the warm-up: lazy state is made outside any capture
             self.keys[key] = _Captured()
@@ -102,9 +97,13 @@ class GraphedCompiledGraph:
             if captured.failed:
                 return self.compiled(args)
         else:
-            for static, given in zip(captured.inputs, args):
-                if isinstance(given, torch.Tensor) and static.data_ptr() != given.data_ptr():
-                    static.copy_(given)
+            for i, static in captured.copied:
+                static.copy_(args[i])
+            for i, static, address in captured.kept:
+                # A parameter replaced since the capture (load_state_dict with assign=True):
+                # its values go where the graph reads them.
+                if args[i].data_ptr() != address:
+                    static.copy_(args[i])
         args.clear()  # the boxed convention: the callee lets its inputs go
         captured.graph.replay()
         return captured.outputs
@@ -112,13 +111,20 @@ class GraphedCompiledGraph:
     def _capture(self, captured: _Captured, args: list) -> None:
         inputs = []
         for i, a in enumerate(args):
-            if (not isinstance(a, torch.Tensor) or i in self.static
-                    or a.data_ptr() in _captured_output_addresses):
+            if not isinstance(a, torch.Tensor):
                 inputs.append(a)
+            elif a.device.type != "neuron":
+                captured.failed = True
+                _warn_once(f"its input {i} is a tensor on {a.device}, not on neuron")
+                return
+            elif i in self.static or a.data_ptr() in _captured_output_addresses:
+                inputs.append(a)
+                captured.kept.append((i, a, a.data_ptr()))
             else:
                 static = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
                 static.copy_(a)
                 inputs.append(static)
+                captured.copied.append((i, static))
         # torch.neuron, the device module (a layer beside this one), as it is found at run time
         g = torch.neuron.NeuronGraph()
         try:
@@ -130,7 +136,7 @@ class GraphedCompiledGraph:
             captured.failed = True
             _warn_once(str(e).split(". Run it before")[0])
             return
-        captured.graph, captured.inputs, captured.outputs = g, inputs, outputs
+        captured.graph, captured.outputs = g, outputs
         for t in outputs if isinstance(outputs, (list, tuple)) else (outputs,):
             if isinstance(t, torch.Tensor):
                 _captured_output_addresses.add(t.data_ptr())
