@@ -911,10 +911,16 @@ ENTRIES: tuple[Internal, ...] = (
         "torch.Tensor.__dlpack__", "patched", ("torchneuron/runtime/host_access.py",),
         "under NEURON_MEMORY_PROTECT=1 a neuron tensor's DLPack export is refused by name: the "
         "protocol's method, torch.utils.dlpack.to_dlpack and torch.to_dlpack hand a consumer the raw address of "
-        "device memory, which the host may not read outside the runtime seam",
-        _all(defines("torch._tensor", "Tensor.__dlpack__",
-                     params=("self", "stream", "max_version", "dl_device", "copy")),
+        "device memory, which the host may not read outside the runtime seam (the wrapper "
+        "passes every argument on: torch 2.14 added read_only)",
+        _all(per_version({
+                 "2.13": defines("torch._tensor", "Tensor.__dlpack__",
+                                 params=("self", "stream", "max_version", "dl_device", "copy")),
+                 "2.14": defines("torch._tensor", "Tensor.__dlpack__",
+                                 params=("self", "stream", "max_version", "dl_device", "copy",
+                                         "read_only"))}),
              exists("torch.utils.dlpack.to_dlpack"), exists("torch.to_dlpack")),
+        checked_on=CHECKED_ON_BOTH,
         covers=("torch.utils.dlpack.to_dlpack", "torch.to_dlpack")),
 
     # ---- device
