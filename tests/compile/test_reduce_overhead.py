@@ -164,3 +164,22 @@ def test_a_parameter_replaced_after_capture_is_read_where_the_graph_reads_it():
         neuron.load_state_dict({k: v.to("neuron") for k, v in new_state.items()}, assign=True)
         for _ in range(2):
             torch.testing.assert_close(graphed(x.to("neuron")).cpu(), model(x))
+
+
+def test_outputs_of_a_dropped_graph_are_no_longer_taken_for_captured_ones(made):
+    """A backward's input at a captured forward output's address is read in place; once the
+    graphs are gone (a reset, a recompile) that memory may hold any tensor, which must be copied."""
+    import gc
+
+    model = mlp().to("neuron")
+    graphed = torch.compile(model, backend="neuron", mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(3):
+            out = graphed(torch.randn(2, 16, device="neuron"))
+    address = out.data_ptr()
+    assert reduce_overhead._captured_output(address)
+    del graphed, out
+    made.clear()
+    torch._dynamo.reset()
+    gc.collect()
+    assert not reduce_overhead._captured_output(address)

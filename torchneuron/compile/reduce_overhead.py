@@ -16,15 +16,21 @@ warning naming the reason."""
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Any, Callable, Sequence
 
 import torch
 
-# Where captured graphs keep their outputs: an input at one of these addresses is another
-# captured graph's output (a forward's saved activation read by its backward), at the same
-# address at every replay, so it needs no copy.
-_captured_output_addresses: set[int] = set()
+# The graphed callables alive: an input at the address of one of their captured outputs is
+# another captured graph's output (a forward's saved activation read by its backward), at the
+# same address at every replay, so it needs no copy. Weak: once a callable is gone (a recompile,
+# torch._dynamo.reset()), its outputs' memory may hold anyone's tensor.
+_live: weakref.WeakSet[GraphedCompiledGraph] = weakref.WeakSet()
 _warned: set[str] = set()
+
+
+def _captured_output(address: int) -> bool:
+    return any(address in graphed.output_addresses for graphed in _live)
 
 
 def _warn_once(reason: str) -> None:
@@ -74,6 +80,8 @@ class GraphedCompiledGraph:
         self.compiled = compiled
         self.static = frozenset(static_inputs)
         self.keys: dict[tuple, _Captured] = {}
+        self.output_addresses: set[int] = set()  # of every key's captured outputs
+        _live.add(self)
 
     def _key(self, args: Sequence[Any]) -> tuple:
         """What tells the graph's calls apart: the shapes, strides and dtypes of its inputs
@@ -117,7 +125,7 @@ class GraphedCompiledGraph:
                 captured.failed = True
                 _warn_once(f"its input {i} is a tensor on {a.device}, not on neuron")
                 return
-            elif i in self.static or a.data_ptr() in _captured_output_addresses:
+            elif i in self.static or _captured_output(a.data_ptr()):
                 inputs.append(a)
                 captured.kept.append((i, a, a.data_ptr()))
             else:
@@ -139,7 +147,7 @@ class GraphedCompiledGraph:
         captured.graph, captured.outputs = g, outputs
         for t in outputs if isinstance(outputs, (list, tuple)) else (outputs,):
             if isinstance(t, torch.Tensor):
-                _captured_output_addresses.add(t.data_ptr())
+                self.output_addresses.add(t.data_ptr())
 
 
 def graphed_inner_compile(inner_compile: Callable) -> Callable:
