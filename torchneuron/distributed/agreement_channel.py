@@ -123,8 +123,10 @@ class Channel:
                                f"{peer} of group '{self.group_name}'")
                 raise ChannelError(f"{what}: {self.broken}", missing, gone) from None
             except OSError as e:
-                reason = ("Connection closed by peer" if isinstance(e, ConnectionResetError)
-                          else str(e))
+                # A peer's process that ended shows as a reset or end of stream when this rank
+                # reads, and as EPIPE when it writes first: the same cause, in gloo's words.
+                closed = isinstance(e, (ConnectionResetError, BrokenPipeError))
+                reason = "Connection closed by peer" if closed else str(e)
                 missing, gone = self._sweep(unread(peer))
                 self.broken = f"{reason} (rank {peer} of group '{self.group_name}')"
                 raise ChannelError(f"{what}: {self.broken}", missing, gone) from None
