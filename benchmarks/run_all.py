@@ -56,6 +56,8 @@ RUNS = (
     Run("adaptive_eager.py", "the decoder block's profile, 1 thread",
         ("--threads", "1", "--profile")),
     Run("accounting.py", "the readiness accounting off and on, 1 thread", ("--threads", "1")),
+    Run("accounting_off.py", "the accounting's check compiled in and out, 1 thread",
+        ("--threads", "1")),
     Run("device_graphs.py", "1 thread", ("--threads", "1")),
     Run("compile.py", "1 thread", ("--threads", "1")),
     Run("compile.py", "2 threads", ("--threads", "2")),
