@@ -42,6 +42,7 @@ def smoke_run() -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_table_has_every_case_and_every_mode(smoke_run):
     header, *body = markdown_rows(smoke_run)
     expected = ["case", "CPU"]
@@ -62,6 +63,7 @@ def test_the_table_has_every_case_and_every_mode(smoke_run):
                 assert re.fullmatch(r"[\d.]+ (us|ms) \([\d.]+-[\d.]+\)", cell), cell
 
 
+@pytest.mark.slow
 def test_every_mode_computes_what_sync_computes(smoke_run):
     header, *body = markdown_rows(smoke_run)
     for column, name in enumerate(header):

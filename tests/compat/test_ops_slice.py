@@ -34,6 +34,7 @@ def slice_results():
     return results
 
 
+@pytest.mark.slow
 def test_slice_covers_every_family(slice_results):
     # The slice is meant to be broad: a baseline that shrank to nothing would test nothing.
     categories = {u.category for u, _ in slice_results.units}
@@ -42,6 +43,7 @@ def test_slice_covers_every_family(slice_results):
     assert len(_baseline()["passing"]) > 2000
 
 
+@pytest.mark.slow
 def test_no_regression_against_baseline(slice_results):
     statuses = slice_results.statuses()
     regressions = [f"{k}: {statuses.get(k, 'not run')}" for k in _baseline()["passing"]
@@ -50,6 +52,7 @@ def test_no_regression_against_baseline(slice_results):
         regressions[:40])
 
 
+@pytest.mark.slow
 def test_report_renders(slice_results, tmp_path):
     meta = {"databases": ["op_db"], "dtypes": ["float32"], "torch": "x", "jobs": 2,
             "float64_policy": "error", "duration_s": 1.0, "command": "test"}

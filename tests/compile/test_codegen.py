@@ -125,6 +125,7 @@ SERIAL_OR_PARALLEL = (
     "print(any('omp parallel' in open(m.__file__).read() for m in PyCodeCache.modules))\n")
 
 
+@pytest.mark.slow
 def test_a_graph_cached_under_one_thread_is_compiled_again_for_two(python, tmp_path):
     # The kernels of a graph compiled with one intra-op thread are serial; a later process
     # with two threads must not load them from Inductor's on-disk cache.
@@ -173,9 +174,12 @@ def cpp_kernels(code):
                              "\n".join(code), re.S))
 
 
+# The CNN's case is slow (its backward compiles longest, ~18 s); tests/compile/test_conv_layout.py
+# compiles CNN training in the default suite.
 @pytest.mark.parametrize("model, make_input", [(MLP, mlp_input),
                                                (TransformerBlock, transformer_input),
-                                               (CNN, cnn_input)],
+                                               pytest.param(CNN, cnn_input,
+                                                            marks=pytest.mark.slow)],
                          ids=["mlp", "transformer_block", "cnn"])
 def test_training_graphs_compile_to_the_cpus_kernels(model, make_input):
     # Neuron's kernels come from the CPU's C++ backend and take its heuristics too

@@ -49,6 +49,7 @@ def check_applied(case: dict) -> None:
     assert abs(case["peak"] - case["estimate"]) <= 0.15 * case["estimate"], case
 
 
+@pytest.mark.slow
 def test_the_step_does_not_fit_and_explain_says_why(advised):
     assert not advised["base"]["fits"]
     assert advised["base"]["error"].startswith("neuron out of memory. Tried to allocate")
@@ -58,6 +59,7 @@ def test_the_step_does_not_fit_and_explain_says_why(advised):
         assert part in text, text
 
 
+@pytest.mark.slow
 def test_an_out_of_memory_message_ends_with_the_advice(advised):
     message = advised["inline"]["error"]
     assert message.startswith("neuron out of memory. Tried to allocate"), message
@@ -67,6 +69,7 @@ def test_an_out_of_memory_message_ends_with_the_advice(advised):
         assert part in message, message
 
 
+@pytest.mark.slow
 def test_an_out_of_memory_message_says_which_change_makes_the_request_fit(advised):
     """60 MiB held (activations, to the advisor) and 40 MiB more asked of a 96 MiB device: with
     the request the peak is 100 MiB; at half the batch it would be 50 MiB, which fits, while
@@ -84,19 +87,23 @@ def test_an_out_of_memory_message_says_which_change_makes_the_request_fit(advise
                      message), message
 
 
+@pytest.mark.slow
 def test_bf16_autocast_makes_it_fit(advised):
     check_applied(advised["bf16"])
 
 
+@pytest.mark.slow
 def test_activation_checkpointing_makes_it_fit(advised):
     check_applied(advised["checkpointing"])
 
 
+@pytest.mark.slow
 def test_a_smaller_batch_makes_it_fit(advised):
     check_applied(advised["batch"])
     assert advised["batch"]["size"] < 2048
 
 
+@pytest.mark.slow
 def test_the_allocator_setting_makes_it_fit(advised):
     assert not advised["fraction_limited"]["fits"]
     assert "set_per_process_memory_fraction" in advised["fraction_limited"]["error"]

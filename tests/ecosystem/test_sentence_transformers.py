@@ -64,6 +64,7 @@ def run(tmp_path_factory):
     return run_script(tmp_path_factory.mktemp("st"), ENCODE, timeout=400)
 
 
+@pytest.mark.slow
 def test_encode_on_neuron_equals_the_cpu(run):
     assert run["single_device"] == "neuron:0" and run["single_params"] == ["neuron:0"]
     assert run["single_peak"] > 0
@@ -71,6 +72,7 @@ def test_encode_on_neuron_equals_the_cpu(run):
     assert run["spread"] < 0.95  # distinct sentences: the cosine check can fail
 
 
+@pytest.mark.slow
 def test_multi_process_pool_over_two_neuron_devices_equals_the_cpu(run):
     assert run["parent_initialized_before_pool"] is False
     workers = run["workers"]

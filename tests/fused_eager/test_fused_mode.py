@@ -136,6 +136,7 @@ def test_nothing_failed_to_compile(report):
     assert report["failures"] == []
 
 
+@pytest.mark.slow
 def test_a_second_process_starts_warm_from_the_disk_cache(tmp_path):
     # Same chains, same Inductor cache directory: the second process compiles nothing anew.
     env = dict(FUSED, TORCHINDUCTOR_CACHE_DIR=str(tmp_path))
