@@ -77,12 +77,14 @@ std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema)
   return std::nullopt;
 }
 
-// Whether the op can be queued at all, from its schema alone.
+bool is_aten(const c10::FunctionSchema& schema) { return schema.name().rfind("aten::", 0) == 0; }
+
+// Whether the op can be queued at all, from its schema alone. An op outside ATen is taken at its
+// schema's word, as functionalization and Inductor take it: what it writes is annotated
+// (`Tensor(a!)`), and its results are tensors.
 bool schema_deferrable(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
-  if (schema.name().rfind("aten::", 0) != 0 || schema.is_vararg()) {
-    return false;
-  }
+  if (schema.is_vararg()) return false;
   for (const auto& ret : schema.returns()) {
     if (!is_tensor_like(ret.type())) return false;  // item(), equal(), is_nonzero(): data
   }
@@ -204,6 +206,8 @@ std::string capture_refusal() {
   return t_capture_refusal.empty() ? std::string("it must run at the call") : t_capture_refusal;
 }
 
+bool queued_only_in_capture(const c10::OperatorHandle& op) { return !is_aten(op.schema()); }
+
 bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks) {
   const auto& schema = op.schema();
   return ks.highestPriorityTypeId() == c10::DispatchKey::PrivateUse1 &&  // not sparse
@@ -226,7 +230,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   if (read == nullptr) {
     if (!may_defer(op, ks)) {
       return cannot_queue("its results are known only once it ran (it returns data to the host, "
-                          "is not an ATen op, or has no meta function)");
+                          "takes varargs, or has no meta function)");
     }
     own.emplace(op);
     for (std::size_t i = 0; i < num_args; ++i) {
@@ -245,6 +249,19 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     std::lock_guard<std::mutex> lock(g_recipes_mutex);
     auto it = recipes().find(key);
     if (it != recipes().end()) recipe = it->second;
+  }
+  const bool capturing = launch::capturing();
+  if (queued_only_in_capture(op)) {
+    // Outside a capture it runs at the call; its first call of a signature still learns the
+    // recipe below (checked against its CPU kernel), which a capture needs: an extension's meta
+    // function is not taken on trust, as ATen's are in a capture.
+    if (recipe && !capturing) return false;
+    if (!recipe && capturing) {
+      return cannot_queue("it is not an ATen op, and this signature of it (its arguments' "
+                          "shapes, dtypes and values) never ran outside a capture, where such an "
+                          "op's results are learned: run the captured code once before the "
+                          "capture (a warm-up)");
+    }
   }
   if (recipe && !recipe->queue) {
     return cannot_queue("its meta function disagrees with its CPU kernel, so it runs at the call");
@@ -297,7 +314,7 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
     }
     std::shared_ptr<Recipe> made = args.recipe_of(meta_stack);
     if (!made) return cannot_queue("its results' layout could not be read from its meta function");
-    if (launch::capturing()) {
+    if (capturing) {
       // Captured work runs only at replay, so the meta function's answer is taken as it is (as
       // Inductor takes it), for this call only: an eager call still checks it.
       recipe = std::move(made);
@@ -315,7 +332,6 @@ bool defer_op(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit:
   const c10::Stream stream = launch::current_stream(device);
   // Queued work holds no reference to the memory it uses, as an accelerator's queue holds none;
   // captured work does: that memory is the graph's until it is reset.
-  const bool capturing = launch::capturing();
   const rt::StreamClock* clock =
       launch::collecting() || capturing ? nullptr : launch::stream_clock(stream);
   std::vector<Result> results;

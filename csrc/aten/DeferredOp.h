@@ -11,9 +11,15 @@
 // order), so queued and synchronous runs draw the same numbers.
 //
 // An op is run now instead (returns false) when its results cannot be known before it runs
-// (nonzero, unique, item: no meta function), when it reads CPU tensors other than scalars, when
-// it resizes or re-points an argument, or when it is not an aten op (a Python kernel on a worker
-// would need the GIL the caller may hold).
+// (nonzero, unique, item: no meta function), when it reads CPU tensors other than scalars, or
+// when it resizes or re-points an argument.
+//
+// An op outside the aten namespace (oneDNN's `mkldnn::_linear_pointwise` in Inductor's code, an
+// extension's, a torch.library op) is queued only while its thread captures a device graph
+// (aten/GraphCapture.h), and only in a signature that ran before outside the capture: there it
+// runs at the call, and its first call of each signature learns its results' metadata, checked
+// against its CPU kernel (RecipeCheck), where a capture would take an ATen op's meta function
+// on trust. Its schema is taken at its word (writes annotated, results tensors).
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -52,9 +58,12 @@ class RecipeCheck {
   std::vector<c10::Storage> storages_;
 };
 
-// Whether `op` may be queued at all: an aten op with tensor results on a dense neuron key, whose
+// Whether `op` may be queued at all: an op with tensor results on a dense neuron key, whose
 // meta function has not been found wanting (read before reading the arguments for the queue).
 bool may_defer(const c10::OperatorHandle& op, c10::DispatchKeySet ks);
+// Whether `op` is queued only in a capture (not an aten op, see above): outside one, defer_op
+// is still asked at every call, whatever the launch decision, to learn its signatures' recipes.
+bool queued_only_in_capture(const c10::OperatorHandle& op);
 
 // Queues `op` (arguments checked by the fallback) on the current stream of `device`, or offers it
 // to the fused component when the launch decision says to hold it (`hold`), and leaves its

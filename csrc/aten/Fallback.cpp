@@ -330,10 +330,11 @@ void neuron_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
     return;
   }
   // The launch decision (Launch.h): queued (or held) on the current stream when its results'
-  // metadata can be known now (DeferredOp.h); otherwise it runs here, after the queued work.
+  // metadata can be known now (DeferredOp.h); otherwise it runs here, after the queued work. An
+  // op outside ATen, queued only in a capture, learns its signature's recipe at every call.
   RecipeCheck recipe_check;
   const launch::Launch how = launch::decide(launch::Work::kOp, largest);
-  if (how != launch::Launch::kInline &&
+  if ((how != launch::Launch::kInline || queued_only_in_capture(op)) &&
       defer_op(op, ks, stack, device, how == launch::Launch::kHold, &recipe_check,
                read.has_value() ? &*read : nullptr)) {
     return;

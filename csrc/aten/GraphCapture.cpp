@@ -60,6 +60,8 @@ bool capturing() {
   return g_open.load(std::memory_order_acquire) != 0 && t_capture != nullptr;
 }
 
+std::size_t captured_work() { return t_capture ? t_capture->work.size() : 0; }
+
 bool stream_capturing(const c10::Stream& stream) {
   if (g_open.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(g_streams_mutex);

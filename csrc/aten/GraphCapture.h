@@ -11,6 +11,7 @@
 
 #include <c10/core/Stream.h>
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +46,9 @@ std::shared_ptr<CapturedGraph> end_capture();
 void abandon_capture();
 // This thread captures (one thread-local load).
 bool capturing();
+// The pieces of work this thread's open capture recorded so far, what its replay would run (0
+// when it captures nothing): NeuronGraph.recorded_work() keeps it as the capture ends.
+std::size_t captured_work();
 // Some thread captures on `stream` (torch.neuron.is_current_stream_capturing).
 bool stream_capturing(const c10::Stream& stream);
 

@@ -1,9 +1,11 @@
 // torchneuron._C.launch: the launch decision (csrc/aten/Launch.h, csrc/aten/Accounting.h): the
-// eager mode, the state of the current device's queued work, settling it, and the readiness
-// accounting counted at the decision (read by torchneuron/device/accounting.py).
+// eager mode, the state of the current device's queued work, settling it, what this thread's
+// device-graph capture recorded so far (csrc/aten/GraphCapture.h), and the readiness accounting
+// counted at the decision (read by torchneuron/device/accounting.py).
 #include "python/Bindings.h"
 
 #include "aten/Accounting.h"
+#include "aten/GraphCapture.h"
 #include "aten/Launch.h"
 
 #include <torch/csrc/utils/pybind.h>
@@ -28,6 +30,8 @@ void bind_launch(py::module& parent) {
   m.def("queued_items", &launch::queued_items);
   // Waits release the GIL: queued work never needs it, but other Python threads may run.
   m.def("settle", &launch::settle, py::call_guard<py::gil_scoped_release>());
+  // The pieces of work this thread's open capture recorded so far (torch.neuron.NeuronGraph).
+  m.def("captured_work", &launch::captured_work);
 
   m.def("accounting_set_enabled", &accounting::set_enabled);
   m.def("accounting_enabled", &accounting::enabled);

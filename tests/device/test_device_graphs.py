@@ -1,7 +1,8 @@
 """Device graphs (issue 56; docs/device-graphs.md): torch.neuron.NeuronGraph / torch.neuron.graph /
 torch.accelerator.Graph capture a step once and replay it; results equal the CPU's, and the
-same step run eagerly on neuron bit for bit; what cannot be captured raises at capture, naming
-why; memory captured work uses is the graph's until reset."""
+same step run eagerly on neuron bit for bit; ops outside ATen are captured in signatures that
+ran before the capture; what cannot be captured raises at capture, naming why; memory captured
+work uses is the graph's until reset."""
 
 import copy
 import gc
@@ -17,6 +18,31 @@ def capture(fn):
     with torch.neuron.graph(g):
         out = fn()
     return g, out
+
+
+# An op outside ATen reaching the device through the host-kernel fallback: oneDNN's linear,
+# which Inductor's code calls, and one registered here with a Python CPU kernel (a torch.library
+# custom op of a namespace of its own), which also stands in where PyTorch lacks oneDNN.
+@torch.library.custom_op("neuron_graphs_test::affine", mutates_args=(), device_types="cpu")
+def _affine(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.addmm(bias, x, weight.t())
+
+
+@_affine.register_fake
+def _(x, weight, bias):
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+NON_ATEN_LINEARS = {
+    "mkldnn::_linear_pointwise": lambda x, w, b: torch.ops.mkldnn._linear_pointwise(
+        x, w, b, "none", [], ""),
+    "neuron_graphs_test::affine": lambda x, w, b: torch.ops.neuron_graphs_test.affine(x, w, b),
+}
+NON_ATEN_OPS = [
+    pytest.param("mkldnn::_linear_pointwise", marks=pytest.mark.skipif(
+        not torch.backends.mkldnn.is_available(), reason="PyTorch built without oneDNN")),
+    "neuron_graphs_test::affine",
+]
 
 
 def test_replay_reads_new_inputs_and_matches_the_cpu():
@@ -194,6 +220,75 @@ def test_what_cannot_be_captured_raises_with_the_reason(what, action, message):
     assert not torch.neuron.is_current_stream_capturing()
     # The thread is not left capturing: eager work runs again.
     torch.testing.assert_close((x + 1).cpu(), x.cpu() + 1)
+
+
+@pytest.mark.parametrize("name", NON_ATEN_OPS)
+def test_an_op_outside_aten_is_captured_once_its_signature_ran(name, tmp_path):
+    """Its signature's first call runs at the call (where its results' layout is learned and
+    checked against its CPU kernel); a capture then records it like an ATen op."""
+    linear = NON_ATEN_LINEARS[name]
+    x, w, b = torch.randn(8, 32), torch.randn(16, 32), torch.randn(16)
+    xn, wn, bn = x.to("neuron"), w.to("neuron"), b.to("neuron")
+    torch.testing.assert_close(linear(xn, wn, bn).cpu(), linear(x, w, b))  # the warm-up
+    g = torch.neuron.NeuronGraph()
+    g.enable_debug_mode()
+    with torch.neuron.graph(g):
+        out = torch.relu(linear(xn, wn, bn)) * 2
+    assert g.recorded_work() == 3
+    g.debug_dump(str(tmp_path / "graph.txt"))
+    assert name in (tmp_path / "graph.txt").read_text()
+    for _ in range(3):
+        x = torch.randn(8, 32)
+        xn.copy_(x)
+        g.replay()
+        torch.testing.assert_close(out.cpu(), torch.relu(linear(x, w, b)) * 2)
+
+
+@pytest.mark.parametrize("name", NON_ATEN_OPS)
+def test_an_op_outside_aten_in_a_signature_never_run_is_refused_naming_it(name):
+    linear = NON_ATEN_LINEARS[name]
+    # Shapes no other test gives it: this signature has never run.
+    x, w, b = torch.randn(5, 24), torch.randn(7, 24), torch.randn(7)
+    xn, wn, bn = x.to("neuron"), w.to("neuron"), b.to("neuron")
+    g = torch.neuron.NeuronGraph()
+    with pytest.raises(RuntimeError, match=f"{name} cannot be captured in a neuron graph") as info:
+        with torch.neuron.graph(g):
+            xn.mul(2)
+            linear(xn, wn, bn)
+    assert "never ran outside a capture" in str(info.value)
+    assert "warm-up" in str(info.value)
+    assert not torch.neuron.is_current_stream_capturing()
+    # Run once outside the capture, the same signature is captured.
+    torch.testing.assert_close(linear(xn, wn, bn).cpu(), linear(x, w, b))
+    g2, out = capture(lambda: linear(xn, wn, bn))
+    xn.copy_(x * 3)
+    g2.replay()
+    torch.testing.assert_close(out.cpu(), linear(x * 3, w, b))
+
+
+def test_recorded_work_counts_what_a_replay_runs():
+    g = torch.neuron.NeuronGraph()
+    assert g.recorded_work() == 0
+    x = torch.ones(4, device="neuron")
+    with torch.neuron.graph(g):
+        y = x + 1
+        assert g.recorded_work() == 1  # so far, asked on the capturing thread
+        y.mul_(2)
+    assert g.recorded_work() == 2
+    g.replay()
+    torch.testing.assert_close(y.cpu(), torch.full((4,), 4.0))
+    g.reset()
+    assert g.recorded_work() == 0
+    with torch.neuron.stream(torch.neuron.Stream()):
+        g.capture_begin()
+        y = x * 5
+        g.capture_end()
+    assert g.recorded_work() == 1
+    empty = torch.neuron.NeuronGraph()
+    with pytest.warns(UserWarning, match="graph is empty"):
+        with torch.neuron.graph(empty):
+            pass
+    assert empty.recorded_work() == 0
 
 
 def test_capture_state_and_misuse_errors():

@@ -19,6 +19,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .._C import device as _device_c
+from .._C import launch as _launch_c
 from . import streams
 
 __all__ = ["NeuronGraph", "graph", "graph_pool_handle", "is_current_stream_capturing",
@@ -45,13 +46,17 @@ class NeuronGraph(torch.accelerator.Graph):
     Memory: the tensors the capture read and made are the graph's static inputs and outputs
     (each replay reads and writes the same memory); the memory captured work uses stays the
     graph's, reused by every replay, until `reset()`. A pool shared between graphs is accepted
-    as an id, but each graph keeps its own memory."""
+    as an id, but each graph keeps its own memory.
+
+    `recorded_work()` says how much work the capture recorded (none: an empty graph)."""
 
     def __new__(cls, keep_graph: bool = False) -> NeuronGraph:
         return super().__new__(cls, keep_graph)
 
     def __init__(self, keep_graph: bool = False) -> None:
         super().__init__(keep_graph)
+        self._capturing = False
+        self._recorded = 0  # what the last capture recorded (the C++ capture's count at its end)
 
     def capture_begin(self, pool: _POOL_HANDLE | None = None,
                       capture_error_mode: str = "global") -> None:
@@ -59,6 +64,28 @@ class NeuronGraph(torch.accelerator.Graph):
         not be the default stream (use `torch.neuron.graph`, which captures on a side stream)."""
         torch._C._acceleratorGraph.capture_begin(self, pool=pool,
                                                  capture_error_mode=capture_error_mode)
+        self._capturing = True
+
+    def capture_end(self) -> None:
+        """Ends the capture, on the stream it began on; warns if it recorded no device work."""
+        recorded = _launch_c.captured_work()
+        try:
+            super().capture_end()
+        finally:
+            self._capturing = False
+        self._recorded = recorded
+
+    def reset(self) -> None:
+        """Drops the captured work and returns its memory; the graph may capture again."""
+        super().reset()
+        self._recorded = 0
+
+    def recorded_work(self) -> int:
+        """How many pieces of device work the capture recorded (each op, copy or compiled
+        kernel one): what `replay()` runs. 0 for an empty capture (one that ran no neuron work,
+        which `capture_end` warns of), before a capture and after `reset()`. While this graph
+        captures, asked on the capturing thread: the pieces recorded so far."""
+        return _launch_c.captured_work() if self._capturing else self._recorded
 
 
 class graph:
