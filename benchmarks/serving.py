@@ -29,8 +29,9 @@ the same tokens.
 
 `--forward` instead times vLLM's model forward per decode step, neuron (decode graphs,
 torchneuron/serving/decode_graphs.py) against vLLM's CPU platform, with the same compile settings
-on both (no torch.compile: `compilation_config` mode 0; graphs on, which the CPU platform does
-not capture), both engines alive and taking turns as in the paired table. Each turn generates
+on both (no torch.compile: `compilation_config` mode 0; with `--compile`, vLLM's default mode,
+the model compiled by Inductor on both; graphs on, which the CPU platform does not capture), both
+engines alive and taking turns as in the paired table. Each turn generates
 32 greedy tokens for each of b prompts (b = 1, 2, 4, 8, the decode batch; the neuron graphs
 are captured for these sizes) a few times; the runner's model call is timed for every decode
 step of b tokens, from before the call to after the device finished it (torch.neuron
@@ -45,7 +46,7 @@ own kernels: float32 rounding differs), and the load average. The neuron engine 
 environment's eager mode (NEURON_EAGER_MODE, on the settings line): decode graphs do best in
 `sync`, where a replay runs on the calling thread.
 
-    .venv-serve/bin/python benchmarks/serving.py --forward [--paired-rounds 7] [--markdown]
+    .venv-serve/bin/python benchmarks/serving.py --forward [--compile] [--paired-rounds 7]
 
 `--decode-profile` instead profiles one decode step on each platform (where the time goes,
 benchmarks/serving_decode_profile.py).
@@ -232,14 +233,15 @@ def take_turns(model: str) -> None:
 class TurnTaker:
     """A `take_turns` engine in a child process of its own."""
 
-    def __init__(self, engine: str, model: str, log: pathlib.Path, mode: str = "--turns"):
+    def __init__(self, engine: str, model: str, log: pathlib.Path, mode: str = "--turns",
+                 options: tuple[str, ...] = ()):
         env = {k: v for k, v in os.environ.items() if k != "VLLM_TARGET_DEVICE"}
         env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1")
         if engine == "vllm-cpu":
             env["VLLM_TARGET_DEVICE"] = "cpu"
         self.engine, self.log_path, self.log = engine, log, log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--engine", engine, "--model", model, mode],
+            [sys.executable, __file__, "--engine", engine, "--model", model, mode, *options],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, env=env)
 
     def answer(self) -> dict:
@@ -321,6 +323,13 @@ FORWARD_OPTIONS = dict(dtype="float32", max_model_len=256, enforce_eager=False, 
                        max_num_seqs=8, max_num_batched_tokens=512)
 
 
+def forward_options(compiled: bool) -> dict:
+    """FORWARD_OPTIONS, or with `compiled` vLLM's default compilation mode (Inductor) instead."""
+    if not compiled:
+        return FORWARD_OPTIONS
+    return {k: v for k, v in FORWARD_OPTIONS.items() if k != "compilation_config"}
+
+
 class TimedForward:
     """Stands in for a runner's model: times each call whose batch is a decode step of the
     turn's batch size (the call's token count), the device's finish included."""
@@ -343,7 +352,7 @@ class TimedForward:
         return out
 
 
-def forward_turns(model: str) -> None:
+def forward_turns(model: str, compiled: bool) -> None:
     """One engine in this process (its engine core in this thread): for each line `b` on stdin,
     FORWARD_REPEATS generates of b prompts, answered with the decode steps' forward times and the
     turn's wall time."""
@@ -352,7 +361,7 @@ def forward_turns(model: str) -> None:
     from vllm.config import CUDAGraphMode
     from vllm.platforms import current_platform
 
-    llm = LLM(model=model, **FORWARD_OPTIONS)
+    llm = LLM(model=model, **forward_options(compiled))
     runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
     graphs = runner.compilation_config.cudagraph_mode != CUDAGraphMode.NONE
     timed = runner.model = TimedForward(runner.model, finish_for(runner.device))
@@ -375,7 +384,8 @@ def forward_turns(model: str) -> None:
         timed.batch = 0
 
 
-def forward(model: str, rounds: int, folder: pathlib.Path) -> dict[int, dict[str, list]]:
+def forward(model: str, rounds: int, folder: pathlib.Path,
+            compiled: bool) -> dict[int, dict[str, list]]:
     """Per decode batch: each engine's median forward seconds per step and tokens/s per round,
     the neuron/CPU forward ratio per round, and the load average at each round."""
     results = {b: {"ratio": [], "load": [], "vllm-neuron": [], "vllm-cpu": [],
@@ -384,7 +394,8 @@ def forward(model: str, rounds: int, folder: pathlib.Path) -> dict[int, dict[str
     engines = {}
     try:
         for name in ("vllm-neuron", "vllm-cpu"):
-            engines[name] = TurnTaker(name, model, folder / f"{name}.log", mode="--forward-turns")
+            engines[name] = TurnTaker(name, model, folder / f"{name}.log", mode="--forward-turns",
+                                      options=("--compile",) if compiled else ())
             ready = engines[name].answer()
             expected = {"platform": name.split("-")[1], "graphs": name == "vllm-neuron",
                         "threads": 1}
@@ -492,6 +503,9 @@ def main() -> None:
     parser.add_argument("--forward", action="store_true",
                         help="model-forward time per decode step, graphs against vLLM CPU, for "
                              "--paired-rounds rounds")
+    parser.add_argument("--compile", action="store_true",
+                        help="with --forward: both engines compile the model (vLLM's default "
+                             "mode) instead of running it uncompiled")
     parser.add_argument("--forward-turns", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--decode-profile", action="store_true",
                         help="profile a decode step on each platform, for --rounds rounds")
@@ -511,7 +525,7 @@ def main() -> None:
         take_turns(args.model)
         return
     if args.forward_turns:
-        forward_turns(args.model)
+        forward_turns(args.model, args.compile)
         return
     if args.engine:  # one engine, in a process of its own
         result = run_hf(args.model) if args.engine == "hf-neuron" else run_vllm(args.model)
@@ -524,10 +538,12 @@ def main() -> None:
     if args.forward:
         with tempfile.TemporaryDirectory() as folder:
             model = str(tiny_model.build(pathlib.Path(folder) / "tiny-llama"))
-            results = forward(model, args.paired_rounds, pathlib.Path(folder))
+            results = forward(model, args.paired_rounds, pathlib.Path(folder), args.compile)
         line = (f"tiny Llama (2 layers, hidden 128, float32), {MAX_TOKENS} greedy tokens per "
                 f"request, {FORWARD_REPEATS} generates per turn, {args.paired_rounds} rounds, "
-                f"{time.monotonic() - start:.0f} s; no torch.compile on either engine; "
+                f"{time.monotonic() - start:.0f} s; "
+                f"{'torch.compile (vLLM default mode)' if args.compile else 'no torch.compile'} "
+                f"on both engines; "
                 f"{settings(threads=1)} at the end")
         print(f"Settings: {line}\n" if args.markdown else line)
         print(forward_table(results, args.markdown))

@@ -53,7 +53,8 @@ def main() -> None:
     parser.add_argument("--tensor-parallel-size", type=int, default=1)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--compile", action="store_true",
-                      help="vLLM's default torch.compile mode instead of eager")
+                      help="vLLM's default torch.compile mode (with decode graphs) instead "
+                           "of eager")
     mode.add_argument("--graphs", action="store_true",
                       help="no torch.compile and no enforce_eager: neuron's decode graphs")
     args = parser.parse_args()

@@ -1,5 +1,6 @@
 """vLLM's default mode on neuron compiles the model with torch.compile (Inductor's C++ backend,
-as on vLLM's CPU platform); the compiled model's greedy tokens are Hugging Face's on the CPU."""
+as on vLLM's CPU platform) and captures its decode steps as device graphs; the compiled model's
+greedy tokens are Hugging Face's on the CPU."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def test_compiled_model_matches_hf_on_cpu(model_dir, hf_greedy):
     assert said < warming
     assert any(re.search(r"Compiled and warmed up in \d+ s", line) for line in lines[warming:])
     assert result["workers"][0]["kv_cache"] == ["neuron:0"]
+    # Its decode steps replayed the compiled model's decode graphs.
+    assert result["workers"][0]["graph_replays"] > 0
     # Inductor generates the RMS norms from vLLM's native form, as on CUDA and the CPU.
     assert result["workers"][0]["rms_norm_priorities"] == [["native"]] * 2
     for prompt_ids, tokens in zip(result["prompt_ids"], result["greedy"]):

@@ -2,8 +2,10 @@
 vLLM's do on CUDA: captured for vLLM's capture sizes unless `enforce_eager`, dispatched by
 vLLM for uniform decode batches (padded to the next capture size), with greedy tokens equal to
 Hugging Face `generate()` on the CPU. The engine runs in this process
-(VLLM_ENABLE_V1_MULTIPROCESSING=0) so that its runner can be inspected; no torch.compile
-(`compilation_config` mode 0), so that the graphs are all that differs from eager."""
+(VLLM_ENABLE_V1_MULTIPROCESSING=0) so that its runner can be inspected. Each test runs on the
+model uncompiled (`compilation_config` mode 0: the graphs are all that differs from eager) and
+compiled (vLLM's default mode, Inductor's C++ code, which calls oneDNN's linear, an op outside
+ATen), one engine at a time."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ pytestmark = pytest.mark.slow
 
 MAX_NUM_SEQS = 8
 CAPTURE_SIZES = [1, 2, 4, 8]
+# The engine's compile settings, per fixture parameter.
+COMPILATION = {"uncompiled": {"compilation_config": {"mode": 0}}, "compiled": {}}
 
 
 def engine_config(model_dir, **options):
@@ -26,8 +30,8 @@ def engine_config(model_dir, **options):
                       **options).create_engine_config()
 
 
-@pytest.fixture(scope="module")
-def llm(model_dir):
+@pytest.fixture(scope="module", params=list(COMPILATION))
+def llm(request, model_dir):
     from vllm import LLM
     from vllm.platforms import current_platform
 
@@ -35,15 +39,22 @@ def llm(model_dir):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         engine = LLM(model=str(model_dir), dtype="float32", max_model_len=MAX_MODEL_LEN,
-                     seed=0, enforce_eager=False, compilation_config={"mode": 0},
-                     kv_cache_memory_bytes=32 << 20, max_num_seqs=MAX_NUM_SEQS)
-        yield engine
-        engine.llm_engine.engine_core.shutdown()
+                     seed=0, enforce_eager=False, kv_cache_memory_bytes=32 << 20,
+                     max_num_seqs=MAX_NUM_SEQS, **COMPILATION[request.param])
+        try:
+            (state,) = engine.collective_rpc(graph_state)
+            assert state["compiled"] == (request.param == "compiled"), state
+            yield engine
+        finally:
+            engine.llm_engine.engine_core.shutdown()
 
 
 def graph_state(worker) -> dict:
+    from vllm.config import CompilationMode
+
     wrapper = worker.model_runner.model
     return {"wrapper": type(wrapper).__name__,
+            "compiled": worker.vllm_config.compilation_config.mode != CompilationMode.NONE,
             "graphs": getattr(wrapper, "num_graphs", dict)(),
             "captures": getattr(wrapper, "captures", 0),
             "replays": getattr(wrapper, "replays", 0)}
@@ -54,13 +65,14 @@ def greedy(n: int = MAX_TOKENS):
     return SamplingParams(temperature=0, max_tokens=n, ignore_eos=True)
 
 
-def test_graphs_without_torch_compile_unless_enforce_eager(model_dir):
+def test_graphs_compiled_or_not_unless_enforce_eager(model_dir):
     from vllm.config import CUDAGraphMode
 
     graphs = engine_config(model_dir, enforce_eager=False, compilation_config={"mode": 0})
     assert graphs.compilation_config.cudagraph_mode == CUDAGraphMode.FULL_DECODE_ONLY
     assert graphs.compilation_config.cudagraph_capture_sizes == CAPTURE_SIZES
     assert graphs.compilation_config.max_cudagraph_capture_size == 8
+    # `enforce_eager` (vLLM's default compile settings otherwise): neither compiled nor graphs.
     eager = engine_config(model_dir, enforce_eager=True)
     assert eager.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
     assert eager.compilation_config.cudagraph_capture_sizes == []
@@ -78,18 +90,22 @@ def test_graphs_without_torch_compile_unless_enforce_eager(model_dir):
     served = cli.create_engine_config().compilation_config
     assert served.cudagraph_mode == CUDAGraphMode.FULL_DECODE_ONLY
     assert served.cudagraph_capture_sizes == CAPTURE_SIZES
-    # vLLM's default mode compiles the model, whose Inductor code neuron cannot capture.
+    # vLLM's default mode compiles the model; its Inductor code is captured as well.
     compiled = engine_config(model_dir)
     assert compiled.compilation_config.mode != 0
-    assert compiled.compilation_config.cudagraph_mode == CUDAGraphMode.NONE
+    assert compiled.compilation_config.cudagraph_mode == CUDAGraphMode.FULL_DECODE_ONLY
+    assert compiled.compilation_config.cudagraph_capture_sizes == CAPTURE_SIZES
 
 
 def test_each_capture_size_has_a_graph_broken_at_each_attention(llm):
     (state,) = llm.collective_rpc(graph_state)
     assert state["wrapper"] == "NeuronGraphWrapper"
     assert state["captures"] == len(CAPTURE_SIZES)
-    # Two layers: their KV-cache updates and attentions run eagerly between three graphs.
-    assert state["graphs"] == {n: (3, 4) for n in CAPTURE_SIZES}
+    # Two layers: their KV-cache updates and attentions run eagerly between the graphs: three
+    # uncompiled (nothing runs between a layer's KV-cache update and its attention), five
+    # compiled (Inductor schedules some of the layer's other work there).
+    graphs = 5 if state["compiled"] else 3
+    assert state["graphs"] == {n: (graphs, 4) for n in CAPTURE_SIZES}
 
 
 @pytest.mark.parametrize("batch", [1, 3, 5])

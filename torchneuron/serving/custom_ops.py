@@ -6,7 +6,8 @@ defaults to `forward_native`, a chain of PyTorch ops (the rotary embedding alone
 layer and step). On the software NeuronCore the CPU kernels are the right ones: torchneuron's
 boxed fallback runs them on CPU aliases of the neuron tensors, exactly as it runs vLLM's CPU
 attention kernels. An op that defines its own `forward_oot` keeps it. While a decode graph is
-captured (decode_graphs.py), which holds ATen ops only, the PyTorch-native form is taken.
+captured (decode_graphs.py), which cannot hold the `_C` kernels, the PyTorch-native form is
+taken.
 """
 
 from __future__ import annotations

@@ -13,11 +13,14 @@ graphs' replays, reading that step's metadata from vLLM's forward context. Every
 (embedding, norms, projections, rotary embedding, MLP, residuals) replays without Python, the
 dispatcher or the launch decision (torchneuron/device/graphs.py).
 
-A graph holds ATen ops only (torchneuron captures what it can queue, and it queues ATen ops,
-whose meta functions give their results' layout before they run). So while a decode graph is
-captured, the vLLM CPU kernels the plugin picks for eager steps give way to PyTorch's forms,
-those Hugging Face runs too: `F.linear` for the linear layers, vLLM's native RMS norm, rotary
-embedding and activation. Prefill and mixed steps keep vLLM CPU's kernels.
+A graph holds what torchneuron can queue: ops whose results' layout is known before they run,
+from their meta functions (ATen's, and an op outside ATen in a signature that ran before the
+capture, such as oneDNN's linear in a compiled model's Inductor code). vLLM CPU's `_C` kernels
+have no meta functions, and oneDNN's packed matmul takes its packed weight as a host tensor, so
+while a decode graph is captured, the vLLM CPU kernels the plugin picks for eager steps give way
+to PyTorch's forms, those Hugging Face runs too: `F.linear` for the linear layers, vLLM's native
+RMS norm, rotary embedding and activation. Prefill and mixed steps keep vLLM CPU's kernels. (A
+compiled model traced those forms already: Inductor generates code from them.)
 
 The graphs' inputs are the runner's persistent buffers (token ids, positions), which vLLM
 fills in place each step, as on CUDA; the output is the hidden states tensor of the last graph.
@@ -54,9 +57,10 @@ _library: torch.library.Library | None = None
 
 def capturing() -> bool:
     """This thread captures a decode graph (not counting the eager breaks it runs meanwhile).
-    What the graph then records must be ATen ops: torchneuron queues, and so captures, ATen ops
-    only, so vLLM CPU's `_C` kernels that the plugin picks for eager steps (custom_ops.py,
-    ir_kernels.py, packed_linear.py) give way to their PyTorch forms while this is true."""
+    What the graph then records must be ops torchneuron can queue, which vLLM CPU's `_C` kernels
+    that the plugin picks for eager steps (custom_ops.py, ir_kernels.py, packed_linear.py) are
+    not (no meta functions; a packed weight on the host), so they give way to their PyTorch forms
+    while this is true."""
     capture = BreakableCUDAGraphCapture.current()
     # why: vLLM's private `_capturing` (vllm 0.32), read as its own `eager_break_during_capture`
     # reads it: false while the capture runs an eager break.
@@ -117,17 +121,16 @@ class NeuronDecodeCapture(BreakableCUDAGraphCapture):
             return
         graph = self._current_graph
         self._current_graph, self._capturing = None, False
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            graph.capture_end()
-        empty = any("neuron graph is empty" in str(w.message) for w in caught)
-        for w in caught:
-            if "neuron graph is empty" not in str(w.message):
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        if not empty:
-            self.graphs.append(graph)
-            self.segments.append(graph.replay)
-            self._num_graphs += 1
+        if graph.recorded_work() == 0:
+            # Dropped; capture_end's warning that the graph is empty is expected here.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                graph.capture_end()
+            return
+        graph.capture_end()
+        self.graphs.append(graph)
+        self.segments.append(graph.replay)
+        self._num_graphs += 1
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:

@@ -13,7 +13,7 @@ rule with the CPU's kernels: the provider `vllm_cpu_c` below runs `vllm._C.rms_n
 The kernels read rows at the stride of a contiguous tensor and compute nonsense for any other
 layout (a norm of a q/k view), so this provider takes contiguous neuron tensors only and leaves
 everything else to the native form, which the priority lists after it. So does a decode graph's
-capture (decode_graphs.py), which holds ATen ops only.
+capture (decode_graphs.py), which cannot hold the `_C` kernels.
 """
 
 from __future__ import annotations

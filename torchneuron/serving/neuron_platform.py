@@ -136,32 +136,25 @@ class NeuronPlatform(CpuPlatform):
         as vLLM runs them on CUDA under FULL_DECODE_ONLY. The capture sizes are vLLM's, up to
         the largest decode batch (max_num_seqs).
 
-        The model must not be compiled (`compilation_config` mode 0, `-cc.mode=none`): a graph
-        holds the ATen ops torchneuron queues, and Inductor's CPU code calls oneDNN's own ops
-        (`mkldnn::_linear_pointwise`), which it does not queue. A compiled model runs as on vLLM
-        CPU, without graphs. So does a model split over several devices (tensor or pipeline
-        parallel): its collectives wait for the device on the host, which a capture refuses.
-        Speculative decoding, LoRA, encoder-decoder and pooling models run without graphs too
-        (not tried on neuron)."""
-        from vllm.config import CompilationMode, CUDAGraphMode
-        from vllm.logger import init_logger
+        A compiled model (vLLM's default mode) and an uncompiled one (`compilation_config` mode
+        0) are captured alike: a graph records the compiled model's Inductor kernels and the ops
+        its code calls, oneDNN's `mkldnn::_linear_pointwise` included (an op outside ATen, which
+        neuron captures in the signatures vLLM's warm-up ran before the capture). A model split
+        over several devices (tensor or pipeline parallel) runs without graphs: its collectives
+        wait for the device on the host, which a capture refuses. Speculative decoding, LoRA,
+        encoder-decoder and pooling models run without graphs too (not tried on neuron)."""
+        from vllm.config import CUDAGraphMode
 
         compilation = vllm_config.compilation_config
         model_config = vllm_config.model_config
         max_decode = vllm_config.scheduler_config.max_num_seqs
         sizes = sorted({s for s in capture_sizes if 1 <= s <= max_decode})
-        compiled = compilation.mode != CompilationMode.NONE
-        if (compilation.cudagraph_mode in (None, CUDAGraphMode.NONE) or not sizes or compiled
+        if (compilation.cudagraph_mode in (None, CUDAGraphMode.NONE) or not sizes
                 or model_config is None or model_config.enforce_eager
                 or vllm_config.parallel_config.world_size > 1
                 or vllm_config.speculative_config is not None
                 or vllm_config.lora_config is not None
                 or model_config.is_encoder_decoder or model_config.pooler_config is not None):
-            if compiled and compilation.cudagraph_mode not in (None, CUDAGraphMode.NONE):
-                init_logger(f"vllm.{__name__}").info_once(
-                    "Neuron decode graphs are off: the model is compiled (torch.compile), "
-                    "whose Inductor code neuron cannot capture; `-cc.mode=none` (no "
-                    "torch.compile) captures decode graphs instead, `--enforce-eager` neither.")
             compilation.cudagraph_mode = CUDAGraphMode.NONE
             compilation.cudagraph_capture_sizes = []
             compilation.max_cudagraph_capture_size = 0

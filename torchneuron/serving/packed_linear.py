@@ -17,8 +17,8 @@ weight tensor, when the weight's storage moved (`weight.data = ...`) or it was w
 loaders write through `param.data`, which no version counter sees. Weights oneDNN refuses
 (vLLM CPU then takes `F.linear` too), weights that are not 2-D neuron tensors, inference tensors
 (no version counter to follow), calls inside torch.compile (which traces `F.linear`, as
-before) and calls captured into a decode graph (decode_graphs.py, ATen ops only) keep vLLM's
-`F.linear`.
+before) and calls captured into a decode graph (decode_graphs.py, which cannot hold
+`onednn_mm`) keep vLLM's `F.linear`.
 """
 
 from __future__ import annotations
