@@ -1,11 +1,12 @@
 """`make serve-demo` as a new user meets it (torchneuron/serving/demo.py): it says its model is
 random before it prints the model's noise, `vllm serve` answers on neuron with Hugging Face's
-greedy text on the CPU, and the server's log ends without the leak reports CUDA's triton used
-to print at every exit."""
+greedy text on the CPU, the server's log ends without the leak reports CUDA's triton used to
+print at every exit, and its stop leaves no shared memory behind."""
 
 from __future__ import annotations
 
 import ast
+import pathlib
 import subprocess
 import sys
 
@@ -20,6 +21,7 @@ def test_demo_says_its_model_is_random_and_answers_as_hf_on_cpu(model_dir, token
                                                                  hf_greedy):
     from torchneuron.serving import demo
 
+    segments_before = set(pathlib.Path("/dev/shm").glob("psm_*"))
     done = subprocess.run([sys.executable, "-m", "torchneuron.serving.demo", "--model-dir",
                            str(model_dir)], capture_output=True, text=True, timeout=600,
                           start_new_session=True)
@@ -39,3 +41,7 @@ def test_demo_says_its_model_is_random_and_answers_as_hf_on_cpu(model_dir, token
 
     assert "server stopped" in lines[-1]
     assert "nanobind" not in log and "libtriton" not in log
+    # Stopped with time to drain (server_process.SHUTDOWN_TIMEOUT_S) and to end by itself, so
+    # that Python's resource tracker removes what vLLM's processes did not: nothing of the
+    # server's is left in /dev/shm (each of its message queues is 160-240 MB).
+    assert set(pathlib.Path("/dev/shm").glob("psm_*")) <= segments_before

@@ -15,10 +15,18 @@ import time
 import urllib.request
 
 
+# vLLM's default shutdown (`--shutdown-timeout 0`) aborts: it force-kills its engine and worker
+# processes before they unlink the shared memory and locks of their message queues. A few seconds
+# to drain lets most of them clean up; Python's resource tracker removes the rest (and says so in
+# the log) if it is not killed first (stop_process_group).
+SHUTDOWN_TIMEOUT_S = 10
+
+
 def vllm_serve_command(model: str | os.PathLike, port: int, *options: str) -> list[str]:
-    """`vllm serve` of this interpreter's environment, on 127.0.0.1 only."""
+    """`vllm serve` of this interpreter's environment, on 127.0.0.1 only, stopping cleanly."""
     vllm = pathlib.Path(sys.executable).with_name("vllm")
-    return [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port), *options]
+    return [str(vllm), "serve", str(model), "--host", "127.0.0.1", "--port", str(port),
+            "--shutdown-timeout", str(SHUTDOWN_TIMEOUT_S), *options]
 
 
 def free_port() -> int:
@@ -58,14 +66,33 @@ def server(command: list[str], port: int, log_path: pathlib.Path, env: dict | No
 
 
 def stop_process_group(process: subprocess.Popen, grace: float = 30.0) -> None:
+    """SIGTERM to the whole group (as Ctrl-C signals a terminal's), then time for the group to
+    end by itself: the leader may exit while its engine processes still unlink their shared
+    memory, and Python's resource tracker (also in the group) removes what they left; killing
+    them then would leave the segments in /dev/shm. What is left after `grace` is killed."""
+    deadline = time.monotonic() + grace
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            pass
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(max(0.0, deadline - time.monotonic()))
+    while time.monotonic() < deadline and _group_alive(process.pid):
+        time.sleep(0.1)
     # Whatever the leader did, none of its children outlives it.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group is still running (not only a zombie nobody reaped)."""
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            return True
+    return False
