@@ -502,6 +502,9 @@ def check_threads_waiting_for_room_all_finish():
         torch.testing.assert_close(results[i], torch.full((16,), float(i) + 1500))
 
 
+MIB = 1 << 20
+
+
 def check_a_loop_queued_ahead_reuses_the_memory_it_frees():
     """Memory the program frees while queued work still uses it goes back to the allocator at once
     (stream-ordered, as on CUDA): a loop queued far ahead of the device holds a few of its
