@@ -116,29 +116,27 @@ def main() -> None:
     make_variant(args.variant)
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-    from timing import KEEP_FREED_MEMORY, print_table
+    from timing import KEEP_FREED_MEMORY, print_table, settings
 
     os.environ.update(KEEP_FREED_MEMORY)  # the workers' allocator setting, as every benchmark's
-    load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    before = settings(args.threads)  # the workers' settings: they inherit this environment
     on_path, off_path = [], []
     for r in range(args.rounds):
         order = [(ROOT, on_path), (args.variant, off_path)]
         for tree, into in (order if r % 2 == 0 else order[::-1]):
             into.append(run_one(tree, args.threads))
-    load_after = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    rows = []
+    rows, ratios_of_best = [], []
     for name in on_path[0]:
         ratios = [a[name] / b[name] for a, b in zip(on_path, off_path)]
         best_in, best_out = min(a[name] for a in on_path), min(b[name] for b in off_path)
+        ratios_of_best.append(best_in / best_out)
         rows.append((name, f"{best_in * 1e3:.4f}", f"{best_out * 1e3:.4f}",
                      f"{best_in / best_out:.3f}",
                      f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"))
-    ratios_of_best = [float(row[3]) for row in rows]
     rows.append(("all cases (geometric mean)", "", "",
                  f"{statistics.geometric_mean(ratios_of_best):.3f}", ""))
-    line = (f"{args.threads} intra-op threads, async eager, load average before {load_before}, "
-            f"after {load_after}; {args.rounds} rounds, one process per build per round; "
-            "best of the rounds per column")
+    line = (f"Before: {before}. After: {settings(args.threads)}. {args.rounds} rounds, one "
+            "process per build per round; best of the rounds per column")
     header = ("case", "check in, ms", "compiled out, ms", "ratio of the best",
               "ratio per round (median, range)")
     print_table(line, header, rows, args.markdown)
