@@ -6,6 +6,7 @@ import torch
 from torch._inductor.utils import run_and_get_code
 
 from compile_helpers import compare_training_step
+from torchneuron.compile.gemm_by_size import MIN_MULTIPLY_ADDS
 
 ONEDNN = "mkldnn._linear_pointwise"
 
@@ -91,13 +92,51 @@ def test_linear_with_bias_is_one_onednn_call():
     assert "cpp_fused" not in code  # the bias is added by oneDNN, not by a kernel of its own
 
 
+def kernels_run(fn, *args) -> set[str]:
+    """The matmul kernels a call of fn dispatched (profiler events)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn(*args)
+        torch.neuron.synchronize()
+    names = {e.name for e in prof.events()}
+    return names & {"aten::mm", "aten::addmm", "mkldnn::_linear_pointwise"}
+
+
 def test_dynamic_batch_picks_by_the_size_it_sees_and_stays_correct():
+    # One graph for every batch (vLLM compiles prefill and decode so): the kernel is chosen at the
+    # call, from the rows it gets (gemm_by_size.linear_by_size), not from the compile-time hint.
     model = wide_mlp().to("neuron")
     fn = torch.compile(model, backend="neuron", dynamic=True)
     with torch.no_grad():
-        for batch in (64, 8, 200):
+        _, (code, *_) = run_and_get_code(fn, torch.randn(64, 256, device="neuron"))
+        assert code.count("torchneuron.linear_by_size") == 2 and gemm_calls(code) == (0, 0)
+        for batch in (1, 8, 200):  # 256x512 per row: oneDNN from 32 rows (MIN_MULTIPLY_ADDS)
             x = torch.randn(batch, 256, device="neuron")
-            torch.testing.assert_close(fn(x), model(x))
+            onednn = batch * 256 * 512 >= MIN_MULTIPLY_ADDS
+            kernels = kernels_run(fn, x)
+            assert ("mkldnn::_linear_pointwise" in kernels) == onednn, (batch, kernels)
+            assert bool(kernels & {"aten::mm", "aten::addmm"}) != onednn, (batch, kernels)
+            torch.testing.assert_close(fn(x).cpu(), model.cpu()(x.cpu()))
+            model.to("neuron")
+
+
+def test_linear_by_size_agrees_with_the_cpu_on_either_side_of_the_rule():
+    linear_by_size = torch.ops.torchneuron.linear_by_size
+    torch.manual_seed(0)
+    weight, bias = torch.randn(512, 256), torch.randn(512)
+    for rows in (1, 64):  # 1x256x512 under the threshold, 64x256x512 over it
+        x = torch.randn(rows, 256)
+        for b in (bias, None):
+            out = linear_by_size(x.to("neuron"), weight.to("neuron"),
+                                 None if b is None else b.to("neuron"))
+            # oneDNN sums in another order than the CPU's MKL (test_onednn_is_as_accurate...)
+            torch.testing.assert_close(out.cpu(), torch.nn.functional.linear(x, weight, b),
+                                       rtol=1e-5, atol=1e-4)
+
+
+def test_linear_by_size_refuses_mismatched_sizes_as_linear_does():
+    x, weight = torch.randn(4, 256, device="neuron"), torch.randn(512, 128, device="neuron")
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.ops.torchneuron.linear_by_size(x, weight, None)
 
 
 def test_weights_changed_after_compiling_are_read_as_they_are():

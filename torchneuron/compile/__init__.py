@@ -12,6 +12,8 @@ neuron device (inductor.py), so a bare `torch.compile(model)` on neuron tensors 
   neuron takes the same path.
 - `device_interface.py`: the Dynamo/Inductor device interface, forwarding to `torch.neuron`.
 - `onednn_gemm.py`: matmuls in compiled neuron graphs run on oneDNN's GEMM.
+- `gemm_by_size.py`: the size rule between oneDNN and ATen, and `torchneuron::linear_by_size`,
+  which applies it at the call where a graph's row count is dynamic.
 - `aoti.py`: AOTInductor packages (`aoti_compile_and_package`, `aoti_load_package`) of programs
   exported on neuron: compiled by the CPU C++ wrapper, run on neuron tensors as one stream item.
 - `conv_layout.py`: the memory format a traced neuron convolution is predicted to answer in (the
@@ -24,6 +26,10 @@ for the PrivateUse1 device, and `install_inductor_hooks` registers neuron at tha
 from __future__ import annotations
 
 from types import ModuleType
+
+# Defines torchneuron::linear_by_size now: graph code cached by another process calls it before
+# this one generates any code (gemm_by_size.py).
+from . import gemm_by_size  # noqa: F401
 
 # The names Inductor reads from the PrivateUse1 device module (see Inductor's
 # `init_backend_registration`) to register the device itself, if nobody has yet.

@@ -17,18 +17,16 @@ are the compiled CPU's bit for bit again; so does turning oneDNN off in torch.ba
 
 from __future__ import annotations
 
+import sympy
 import torch
 import torch._inductor.lowering as lowering
 from torch._inductor import ir
 from torch._inductor.virtualized import V
 
 from ..runtime import config
+from .gemm_by_size import MIN_WIDTH, onednn_wins
 
 aten = torch.ops.aten
-
-# Measured crossovers (see the module docstring); below them ATen's kernel is at least as fast.
-MIN_MULTIPLY_ADDS = 1 << 22
-MIN_WIDTH = 16  # K and N: oneDNN lost to MKL on N=1 and K=1 shapes of 4M multiply-adds
 
 
 def setting() -> str:
@@ -49,18 +47,26 @@ def _hint(expr) -> int:
     return V.graph.sizevars.optimization_hint(expr, fallback=0)
 
 
+def _static(expr) -> bool:
+    return isinstance(expr, int) or sympy.sympify(expr).is_number
+
+
 # internal: see runtime/torch_internals.py "ir.get_device_type"
-def takes_onednn(device_type: str, mat1, mat2) -> bool:
-    """Whether `mat1 @ mat2` (Inductor IR nodes) in a graph being lowered goes to oneDNN."""
+def gemm_kernel(device_type: str, mat1, mat2) -> str:
+    """The kernel `mat1 @ mat2` (Inductor IR nodes) in a graph being lowered runs: "onednn",
+    "aten", or "by size" where only the row count is dynamic (linear_by_size decides at the call,
+    gemm_by_size.py)."""
     if not enabled():
-        return False
+        return "aten"
     for mat in (mat1, mat2):
         if (ir.get_device_type(mat) != device_type or mat.get_dtype() != torch.float32 or
                 len(mat.get_size()) != 2):
-            return False
-    m, k = (_hint(s) for s in mat1.get_size())
-    n = _hint(mat2.get_size()[1])
-    return min(k, n) >= MIN_WIDTH and m * n * k >= MIN_MULTIPLY_ADDS
+            return "aten"
+    m, k = mat1.get_size()
+    n = mat2.get_size()[1]
+    if not _static(m) and _static(k) and _static(n) and min(int(k), int(n)) >= MIN_WIDTH:
+        return "by size"
+    return "onednn" if onednn_wins(_hint(m), _hint(k), _hint(n)) else "aten"
 
 
 def _is_one(value) -> bool:
@@ -68,24 +74,30 @@ def _is_one(value) -> bool:
 
 
 def install(device_type: str) -> None:
-    """Lower `aten.mm` and `aten.addmm` on `device_type` to oneDNN where it is the faster kernel;
-    everything else (other devices, dtypes, small or thin shapes) keeps Inductor's lowering."""
+    """Lower `aten.mm` and `aten.addmm` on `device_type` to oneDNN where it is the faster kernel,
+    and to `linear_by_size` where that depends on a dynamic row count; everything else (other
+    devices, dtypes, small or thin shapes) keeps Inductor's lowering."""
     # internal: see runtime/torch_internals.py "lowering.lowerings"
     # internal: see runtime/torch_internals.py "_linear_pointwise.default"
     original_mm = lowering.lowerings[aten.mm.default]
     original_addmm = lowering.lowerings[aten.addmm.default]
     linear = lowering.fallback_handler(torch.ops.mkldnn._linear_pointwise.default,
                                        add_to_fallback_set=False)
+    linear_by_size = lowering.fallback_handler(torch.ops.torchneuron.linear_by_size.default,
+                                               add_to_fallback_set=False)
 
-    def onednn_linear(mat1, mat2, bias):
+    def lowered_linear(kernel, mat1, mat2, bias):
         # mat1 @ mat2 + bias == linear(mat1, weight=mat2.T, bias): the transpose is a view, and
         # oneDNN reads the weight with its strides as they are.
         weight = lowering.lowerings[aten.permute](mat2, [1, 0])
+        if kernel == "by size":
+            return linear_by_size(mat1, weight, bias)
         return linear(mat1, weight, bias, "none", [], "")
 
     def mm(mat1, mat2, out_dtype=None, *, layout=None):
-        if out_dtype is None and layout is None and takes_onednn(device_type, mat1, mat2):
-            return onednn_linear(mat1, mat2, None)
+        kernel = gemm_kernel(device_type, mat1, mat2)
+        if out_dtype is None and layout is None and kernel != "aten":
+            return lowered_linear(kernel, mat1, mat2, None)
         return original_mm(mat1, mat2, out_dtype, layout=layout)
 
     def addmm(inp, mat1, mat2, *, alpha=1, beta=1, layout=None):
@@ -93,9 +105,10 @@ def install(device_type: str) -> None:
         is_linear_bias = (len(inp.get_size()) == 1 and inp.get_dtype() == torch.float32 and
                           V.graph.sizevars.statically_known_equals(inp.get_size()[0],
                                                                    mat2.get_size()[1]))
-        if (layout is None and _is_one(alpha) and _is_one(beta) and is_linear_bias and
-                takes_onednn(device_type, mat1, mat2)):
-            return onednn_linear(mat1, mat2, inp)
+        if layout is None and _is_one(alpha) and _is_one(beta) and is_linear_bias:
+            kernel = gemm_kernel(device_type, mat1, mat2)
+            if kernel != "aten":
+                return lowered_linear(kernel, mat1, mat2, inp)
         return original_addmm(inp, mat1, mat2, alpha=alpha, beta=beta, layout=layout)
 
     # internal: see runtime/torch_internals.py "lowering.register_lowering"

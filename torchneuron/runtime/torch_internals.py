@@ -1345,7 +1345,8 @@ ENTRIES: tuple[Internal, ...] = (
                     params=("kernel", "add_to_fallback_set"))),
         covers=(f"{_IND}.lowering.fallback_handler",)),
     Internal(
-        "torch.ops.mkldnn._linear_pointwise.default", "relied on", (_ONEDNN,),
+        "torch.ops.mkldnn._linear_pointwise.default", "relied on",
+        (_ONEDNN, "torchneuron/compile/gemm_by_size.py"),
         "oneDNN's inner product, called as linear(X, W, B, attr, scalars, algorithm)",
         _linear_pointwise_arguments),
     Internal(
