@@ -100,7 +100,7 @@ void replay(const std::shared_ptr<const CapturedGraph>& graph, const c10::Stream
   }
   const c10::DeviceIndex device = stream.device_index();
   // One item, one device activity spanning the pieces' own kernels.
-  enqueue(stream, "NeuronGraph.replay", [graph, made = std::move(made), device]() mutable {
+  auto run = [graph, made = std::move(made), device]() mutable {
     const profiler::KernelActivityScope activity("NeuronGraph.replay", device);
     std::exception_ptr first;
     for (std::size_t i = 0; i < graph->work.size(); ++i) {
@@ -116,9 +116,14 @@ void replay(const std::shared_ptr<const CapturedGraph>& graph, const c10::Stream
       }
     }
     if (first) std::rethrow_exception(first);
-  });
-  // Synchronous execution (NEURON_EAGER_MODE=sync, launch blocking): the replay is done on return.
-  if (!queuing()) synchronize_stream(stream);
+  };
+  if (queuing()) return enqueue(stream, "NeuronGraph.replay", std::move(run));
+  // Synchronous execution (NEURON_EAGER_MODE=sync, launch blocking): the replay runs on the
+  // calling thread, as ops do there, after the work queued before it; no hand-over to the
+  // stream's worker and back (a wake-up each way, per replay).
+  synchronize_stream(stream);
+  const InlineScope in_place;
+  run();
 }
 
 }  // namespace torchneuron::launch

@@ -378,3 +378,35 @@ def test_an_error_at_replay_is_raised_at_the_next_synchronization():
     idx.copy_(torch.tensor([0, 1, 2, 3]))  # the device goes on
     g.replay()
     torch.testing.assert_close(out.cpu(), src.cpu()[:4] * 2)
+
+
+# Which thread ran a replayed piece: a Python CPU kernel (outside ATen) records it.
+REPLAY_THREAD = """
+import threading, torch, torchneuron
+ran_on = []
+@torch.library.custom_op("replay_thread_test::scaled", mutates_args=(), device_types="cpu")
+def scaled(x: torch.Tensor) -> torch.Tensor:
+    ran_on.append(threading.get_ident())
+    return x * 2
+scaled.register_fake(lambda x: torch.empty_like(x))
+x = torch.randn(64, device="neuron")
+torch.ops.replay_thread_test.scaled(x + 1)  # the signature runs once before the capture
+g = torch.neuron.NeuronGraph()
+with torch.neuron.graph(g):
+    out = torch.ops.replay_thread_test.scaled(x + 1)
+new = torch.randn(64)
+x.copy_(new)
+del ran_on[:]
+g.replay()
+torch.neuron.synchronize()
+torch.testing.assert_close(out.cpu(), (new + 1) * 2)
+print(ran_on == [threading.get_ident()])
+"""
+
+
+@pytest.mark.parametrize("mode, on_calling_thread", [("sync", True), ("async", False)])
+def test_sync_mode_replays_on_the_calling_thread(python, mode, on_calling_thread):
+    # As sync mode's ops run: no hand-over to the stream's worker and back for each replay.
+    # Async mode queues the replay, as CUDA's replay is asynchronous.
+    out = python(REPLAY_THREAD, {"NEURON_EAGER_MODE": mode}, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == str(on_calling_thread), out.stdout + out.stderr
