@@ -296,22 +296,27 @@ def check_compiled_graph_is_one_queued_item():
     compiled(an)  # compiles now; later calls only launch
     torch.neuron.synchronize()
     y, ref = queued_work()
-    out = compiled(an)
-    busy = not _launch_c.device_idle()
+    out, busy, back, spin_s = on_a_busy_device(lambda: compiled(an))
     torch.testing.assert_close(out.cpu(), f(a), rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(y.cpu(), ref, rtol=1e-4, atol=1e-2)
-    assert busy, "a compiled graph's call waited for the work queued before it"
+    assert busy, (f"a compiled graph's call waited for the work queued before it (back {back:.3f} "
+                  f"s into a {spin_s} s spin)")
 
 
 def check_copy_into_a_strided_view_is_queued():
     y, ref = queued_work()
-    out = torch.zeros(BIG, 2 * BIG, device="neuron")
-    out[:, 1::2].copy_(y)  # a strided, non-dense destination (what a slice's backward fills)
-    busy = not _launch_c.device_idle()
+
+    def copy_into_a_strided_view():
+        out = torch.zeros(BIG, 2 * BIG, device="neuron")
+        out[:, 1::2].copy_(y)  # a strided, non-dense destination (what a slice's backward fills)
+        return out
+
+    out, busy, back, spin_s = on_a_busy_device(copy_into_a_strided_view)
     expected = torch.zeros(BIG, 2 * BIG)
     expected[:, 1::2].copy_(ref)
     torch.testing.assert_close(out.cpu(), expected, rtol=1e-4, atol=1e-2)
-    assert busy, "the copy into a strided view waited for the work queued before it"
+    assert busy, (f"the copy into a strided view waited for the work queued before it (back "
+                  f"{back:.3f} s into a {spin_s} s spin)")
     # An overlapping destination still raises the CPU's error at the call.
     try:
         torch.zeros(1, device="neuron").expand(4).copy_(torch.ones(4, device="neuron"))
@@ -432,6 +437,22 @@ def queue_once(ops):
 # A round whose first op came back while the spin was still running was decided on a busy device,
 # so it must have queued.
 SPINS_S = (0.3, 1.0, 3.0)
+
+
+def on_a_busy_device(act):
+    """act() right after a queued spin, run again behind a longer one (SPINS_S) while it came
+    back only after its spin had ended. Returns act's result, whether the device was still busy
+    when it returned, when it came back (seconds into the spin) and the spin's length. An act
+    that waits for the device comes back after every spin, and then is not busy."""
+    for spin_s in SPINS_S:
+        torch.neuron._sleep(int(spin_s * 1e9))
+        start = time.monotonic()
+        result = act()
+        busy = not _launch_c.device_idle()
+        back = time.monotonic() - start
+        if back < spin_s:
+            break
+    return result, busy, back, spin_s
 
 
 def check_a_loop_without_synchronization_stays_a_bounded_queue_ahead():
