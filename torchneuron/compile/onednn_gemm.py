@@ -24,7 +24,7 @@ from torch._inductor import ir
 from torch._inductor.virtualized import V
 
 from ..runtime import config
-from .gemm_by_size import MIN_WIDTH, onednn_wins
+from .gemm_by_size import onednn_wins
 
 aten = torch.ops.aten
 
@@ -54,8 +54,8 @@ def _static(expr) -> bool:
 # internal: see runtime/torch_internals.py "ir.get_device_type"
 def gemm_kernel(device_type: str, mat1, mat2) -> str:
     """The kernel `mat1 @ mat2` (Inductor IR nodes) in a graph being lowered runs: "onednn",
-    "aten", or "by size" where only the row count is dynamic (linear_by_size decides at the call,
-    gemm_by_size.py)."""
+    "aten", or "by size" where the size hint says oneDNN but the row count is dynamic
+    (linear_by_size decides at the call, gemm_by_size.py)."""
     if not enabled():
         return "aten"
     for mat in (mat1, mat2):
@@ -64,9 +64,10 @@ def gemm_kernel(device_type: str, mat1, mat2) -> str:
             return "aten"
     m, k = mat1.get_size()
     n = mat2.get_size()[1]
-    if not _static(m) and _static(k) and _static(n) and min(int(k), int(n)) >= MIN_WIDTH:
-        return "by size"
-    return "onednn" if onednn_wins(_hint(m), _hint(k), _hint(n)) else "aten"
+    if not onednn_wins(_hint(m), _hint(k), _hint(n)):
+        return "aten"
+    # The hint says oneDNN; a dynamic row count may be far smaller at the call (a decode step).
+    return "by size" if not _static(m) and _static(k) and _static(n) else "onednn"
 
 
 def _is_one(value) -> bool:
