@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     for rec in records:  # a report may merge runs under two torch builds (--update)
         rec["torch"] = torch.__version__
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
-            "command": "torchneuron compat models " + " ".join(_arguments_after("models")),
+            "command": " ".join(["torchneuron compat models", *_arguments_after("models")]),
             "jobs": args.jobs,
             "seconds": time.monotonic() - started}
     if not args.skip_minilm:
