@@ -117,11 +117,14 @@ void replay(const std::shared_ptr<const CapturedGraph>& graph, const c10::Stream
     }
     if (first) std::rethrow_exception(first);
   };
-  if (queuing()) return enqueue(stream, "NeuronGraph.replay", std::move(run));
-  // Synchronous execution (NEURON_EAGER_MODE=sync, launch blocking): the replay runs on the
-  // calling thread, as ops do there, after the work queued before it; no hand-over to the
-  // stream's worker and back (a wake-up each way, per replay).
-  synchronize_stream(stream);
+  // The launch decision of a compiled kernel (compile/KernelLaunch.cpp): queued whenever
+  // execution is queued. In synchronous execution (NEURON_EAGER_MODE=sync, launch blocking) the
+  // replay runs on the calling thread, as ops do there, after the work queued before it; no
+  // hand-over to the stream's worker and back (a wake-up each way, per replay).
+  if (decide(Work::kCompiledKernel, 0) != Launch::kInline) {
+    return enqueue(stream, "NeuronGraph.replay", std::move(run));
+  }
+  settle();
   const InlineScope in_place;
   run();
 }
