@@ -96,9 +96,10 @@ def install(device_type: str) -> None:
         return linear(mat1, weight, bias, "none", [], "")
 
     def mm(mat1, mat2, out_dtype=None, *, layout=None):
-        kernel = gemm_kernel(device_type, mat1, mat2)
-        if out_dtype is None and layout is None and kernel != "aten":
-            return lowered_linear(kernel, mat1, mat2, None)
+        if out_dtype is None and layout is None:
+            kernel = gemm_kernel(device_type, mat1, mat2)
+            if kernel != "aten":
+                return lowered_linear(kernel, mat1, mat2, None)
         return original_mm(mat1, mat2, out_dtype, layout=layout)
 
     def addmm(inp, mat1, mat2, *, alpha=1, beta=1, layout=None):
