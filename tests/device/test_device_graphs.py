@@ -408,5 +408,7 @@ print(ran_on == [threading.get_ident()])
 def test_sync_mode_replays_on_the_calling_thread(python, mode, on_calling_thread):
     # As sync mode's ops run: no hand-over to the stream's worker and back for each replay.
     # Async mode queues the replay, as CUDA's replay is asynchronous.
-    out = python(REPLAY_THREAD, {"NEURON_EAGER_MODE": mode}, timeout=300)
+    # (The memory-protected runtime has no queued execution: every mode runs synchronously.)
+    out = python(REPLAY_THREAD, {"NEURON_EAGER_MODE": mode, "NEURON_MEMORY_PROTECT": "0"},
+                 timeout=300)
     assert out.stdout.strip().splitlines()[-1] == str(on_calling_thread), out.stdout + out.stderr
