@@ -23,7 +23,8 @@ from pathlib import Path
 _NKI = "torchneuron.kernels.nki"
 _NKI_SUBMODULES = {"language": f"{_NKI}.language", "isa": f"{_NKI}.isa",
                    "isa.constants": f"{_NKI}.isa_enums", "typing": f"{_NKI}.typing",
-                   "collectives": f"{_NKI}.collectives", "lnc": f"{_NKI}.lnc"}
+                   "collectives": f"{_NKI}.collectives", "lnc": f"{_NKI}.lnc",
+                   "compiler": f"{_NKI}.compile_config"}
 OURS = {
     "nki": (_NKI, _NKI_SUBMODULES),
     "torch_neuronx": ("torchneuron.torch_neuronx", {}),

@@ -50,7 +50,7 @@ def test_fori_loop_steps_and_the_induction_register_is_by_value():
         def body(i):
             seen.append(int(i))
             nisa.register_move(i, 100)  # no effect on the loop
-        nl.fori_loop(2, 11, body, step=3)
+        nl.fori_loop(2, nisa.register_alloc(11), body, step=3)  # a register bound: i a register
         return x
 
     k(torch.zeros(1))
@@ -92,21 +92,21 @@ def test_loop_rules():
     def step(x):
         nl.fori_loop(0, 4, lambda i: None, step=0)
 
-    with pytest.raises(NkiValidationError, match=r"\[register\].*step=0 must be a compile-time "
+    with pytest.raises(NkiValidationError, match=r"\[control-flow\].*step=0 must be a compile-time "
                        "positive integer"):
         nki.jit(step)(torch.zeros(1))
 
     def bound(x):
         nl.fori_loop(0, 2.5, lambda i: None)
 
-    with pytest.raises(NkiValidationError, match=r"upper=2.5 must be an int or a "
-                       "VirtualRegister"):
+    with pytest.raises(NkiValidationError, match=r"upper=2.5 must be an int or an nl.int32 "
+                       "NkiScalar"):
         nki.jit(bound)(torch.zeros(1))
 
     def init(x):
-        nl.while_loop(3, lambda r: r)
+        nl.while_loop(2.5, lambda r: r)
 
-    with pytest.raises(NkiValidationError, match=r"init=3 must be a VirtualRegister"):
+    with pytest.raises(NkiValidationError, match=r"init=2.5 must be an int or an nl.int32"):
         nki.jit(init)(torch.zeros(1))
 
     def returns(x):

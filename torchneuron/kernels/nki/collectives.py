@@ -1,15 +1,20 @@
-"""nki.collectives with single-chip semantics: a kernel on the software NeuronCore runs as rank 0
-of a world of one, so a collective over the replica group [[0]] is what it is for one rank (each
-dst receives its src: a reduction, gather, scatter or exchange of one contribution). A group that
-names another rank is refused (rule `collective-group`): there is no other chip to talk to; the
-ring-implicit permutes, whose partners the runtime chooses, are refused as unsupported. Multi-chip
-training uses torch.distributed's `neuron` backend instead.
+"""nki.collectives. A kernel called as usual runs as rank 0 of a world of one, so a collective
+over the replica group [[0]] is what it is for one rank (each dst receives its src: a reduction,
+gather, scatter or exchange of one contribution). A group that names another rank is refused
+(rule `collective-group`): there is no other chip to talk to; the ring-implicit permutes, whose
+partners the runtime chooses, are refused as unsupported. Multi-chip training uses
+torch.distributed's `neuron` backend instead.
+
+Under nki.multi_rank_simulate a kernel runs as one rank of a world of several (run.rank_seat, set
+by Kernel.run), and the collectives exchange data between the ranks (collectives_ranks.py).
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
+from . import collectives_ranks as ranks
 from .context import current
 from .errors import NkiUnsupportedError, describe
 from .isa_memory import _move
@@ -32,10 +37,42 @@ class ReplicaGroup(NKIObject):
             groups = [groups]  # ReplicaGroup([0]) names one rank list
         self.groups = [[int(r) for r in g] for g in groups]
 
+    @staticmethod
+    def from_partition_op(world_size: int, op: "rg_partition_op", operand: int) -> "ReplicaGroup":
+        """The rank lists of ranks [0, world_size) that share rank_list_id = op(rank, operand),
+        in the order of their first rank (the reference's examples: div 4 of 8 ranks gives
+        [[0, 1, 2, 3], [4, 5, 6, 7]], mod 4 gives [[0, 4], [1, 5], [2, 6], [3, 7]])."""
+        if not isinstance(op, rg_partition_op):
+            raise TypeError(f"ReplicaGroup.from_partition_op: op={op!r} must be an "
+                            "nki.collectives.rg_partition_op")
+        lists: dict[int, list[int]] = {}
+        for rank in range(int(world_size)):
+            lists.setdefault(op.apply(rank, int(operand)), []).append(rank)
+        return ReplicaGroup(list(lists.values()))
 
-def rank_id() -> int:
-    current()
-    return 0
+
+class rg_partition_op(enum.Enum):
+    """How ReplicaGroup.from_partition_op maps a rank to the id of its rank list."""
+    bitwise_and = "bitwise_and"
+    div = "div"
+    mod = "mod"
+
+    def apply(self, rank: int, operand: int) -> int:
+        if self is rg_partition_op.bitwise_and:
+            return rank & operand
+        if operand == 0:
+            raise ValueError(f"rg_partition_op.{self.name} needs a non-zero operand")
+        return rank // operand if self is rg_partition_op.div else rank % operand
+
+
+def _seat():
+    """The rank the running kernel is in nki.multi_rank_simulate's world; None outside one."""
+    return getattr(current(), "rank_seat", None)
+
+
+def rank_id(name=None) -> int:
+    seat = _seat()
+    return 0 if seat is None else seat.rank
 
 
 def _single_rank(instr: str, group) -> None:
@@ -76,27 +113,68 @@ def _run(instr: str, srcs, dsts, group) -> None:
             _move(dst, src, run)
 
 
-def all_reduce(srcs, dsts, replica_group, op, priority=None):
-    op = as_op(op, "nki.collectives.all_reduce")
+def self_index_in_replica_group(replica_group, name=None) -> int:
+    """The caller's position in its own rank list of replica_group (an error where it is in
+    none)."""
+    I = "nki.collectives.self_index_in_replica_group"
+    seat = _seat()
+    if seat is None:
+        _single_rank(I, replica_group)
+        return 0
+    members, _ = ranks.members_of(I, seat, replica_group)
+    return members.index(seat.rank)
+
+
+def _reduce_op(instr: str, op):
+    op = as_op(op, instr)
     if op.name not in ("add", "minimum", "maximum"):
-        fail("operator", f"nki.collectives.all_reduce: op={op!r} must be nl.add, nl.minimum or "
-             "nl.maximum")
-    _run("nki.collectives.all_reduce", srcs, dsts, replica_group)
+        fail("operator", f"{instr}: op={op!r} must be nl.add, nl.minimum or nl.maximum")
+    return op
 
 
-def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None):
-    _run("nki.collectives.all_gather", srcs, dsts, replica_group)
+def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None):
+    I = "nki.collectives.all_reduce"
+    op = _reduce_op(I, op)
+    seat = _seat()
+    if seat is not None:
+        return ranks.all_reduce(I, seat, ranks.tensor_pairs(I, srcs, dsts), replica_group, op)
+    _run(I, srcs, dsts, replica_group)
 
 
-def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priority=None):
-    _run("nki.collectives.reduce_scatter", srcs, dsts, replica_group)
+def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None, name=None):
+    I = "nki.collectives.all_gather"
+    seat = _seat()
+    if seat is not None:
+        return ranks.all_gather(I, seat, ranks.tensor_pairs(I, srcs, dsts), replica_group,
+                                collective_dim)
+    _run(I, srcs, dsts, replica_group)
 
 
-def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None):
-    _run("nki.collectives.all_to_all", srcs, dsts, replica_group)
+def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priority=None,
+                   name=None):
+    I = "nki.collectives.reduce_scatter"
+    seat = _seat()
+    if seat is not None:  # a reduction over several ranks needs its operator
+        return ranks.reduce_scatter(I, seat, ranks.tensor_pairs(I, srcs, dsts), replica_group,
+                                    collective_dim, _reduce_op(I, op))
+    _run(I, srcs, dsts, replica_group)
 
 
-def collective_permute(srcs, dsts, source_target_pairs, priority=None):
+def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None, name=None):
+    I = "nki.collectives.all_to_all"
+    seat = _seat()
+    if seat is not None:
+        return ranks.all_to_all(I, seat, ranks.tensor_pairs(I, srcs, dsts), replica_group,
+                                collective_dim)
+    _run(I, srcs, dsts, replica_group)
+
+
+def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None):
+    I = "nki.collectives.collective_permute"
+    seat = _seat()
+    if seat is not None:
+        return ranks.collective_permute(I, seat, ranks.tensor_pairs(I, srcs, dsts),
+                                        source_target_pairs)
     pairs = [tuple(int(r) for r in p) for p in source_target_pairs]
     if pairs != [(0, 0)]:
         fail("collective-group", f"nki.collectives.collective_permute: pairs {pairs} name ranks "

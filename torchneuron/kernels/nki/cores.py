@@ -12,7 +12,6 @@ never reaches is refused (rule `core-barrier`) instead of hanging.
 
 from __future__ import annotations
 
-import threading
 
 from . import dtypes as dt
 from .context import current
@@ -22,61 +21,16 @@ from .ops import as_op
 from .rules import fail, require_buffers, require_partitions
 from .tensor import NkiTensor
 from .tensor_indirection import refuse_on_dma
+from .turns import TurnTaking
 
 
-class _Aborted(BaseException):
-    """Ends a program whose sibling failed (never seen by the caller)."""
+class Cores(TurnTaking):
+    thread_name = "nki-core"
 
-
-class Cores:
     def __init__(self, count: int):
-        self.count = count
-        self.cond = threading.Condition()
-        self.turn = 0
-        self.state = ["ready"] * count  # ready, waiting (at a barrier) or done
-        self.arrived: dict[int, str] = {}  # core -> what it waits on
+        super().__init__(count)
+        self.arrived: dict[int, str] = {}  # core -> what it waits on (state "waiting")
         self.mailbox: dict[tuple, list] = {}  # (sender, receiver, pipe) -> sent tiles, in order
-        self.error: BaseException | None = None
-
-    def run(self, bodies) -> None:
-        """Runs bodies[i]() as core i, in the order described above; re-raises a failure."""
-        threads = [threading.Thread(target=self._program, args=(i, body), daemon=True,
-                                    name=f"nki-core-{i}") for i, body in enumerate(bodies)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def _program(self, me: int, body) -> None:
-        try:
-            self._wait_turn(me)
-            body()
-            self._finish(me)
-        except _Aborted:
-            pass
-        except BaseException as error:  # noqa: BLE001 - handed to the launching thread
-            with self.cond:
-                if self.error is None:
-                    self.error = error
-                self.cond.notify_all()
-
-    def _wait_turn(self, me: int) -> None:
-        with self.cond:
-            while (self.turn != me or self.state[me] == "waiting") and self.error is None:
-                self.cond.wait()
-            if self.error is not None:
-                raise _Aborted
-
-    def _pass_turn(self, me: int) -> bool:
-        for step in range(1, self.count + 1):
-            other = (me + step) % self.count
-            if self.state[other] == "ready":
-                self.turn = other
-                self.cond.notify_all()
-                return True
-        return False
 
     def _finish(self, me: int) -> None:
         with self.cond:

@@ -9,6 +9,11 @@ The offsets are values the kernel computed, so they are read when the instructio
   dimension) replaces that dimension: row i starts at offset + idx[i] * t.strides[d].
 An index outside dimension d of `t` is refused (rule `indirect-offset`) unless the DMA asks
 oob_mode=skip, which leaves those rows out of the copy, as the hardware's DGE does.
+
+NKI 0.8's dynamic access patterns (`dynamic_ap`): a pattern entry [stride, count] whose stride or
+count is an NkiScalar, read at run time. A scalar is a value (each operation makes a new one), so
+the value read when the instruction runs is the one it holds when .ap() is called; the access
+must stay inside the tensor's storage (rule `dynamic-pattern`, naming the values read).
 """
 
 from __future__ import annotations
@@ -17,8 +22,23 @@ import torch
 
 from . import dtypes as dt
 from . import tensor
-from .errors import NkiValidationError, describe
+from .context import current
+from .errors import NkiUnsupportedError, NkiValidationError, describe
+from .scalars import NkiScalar
 from .tensor import NkiTensor
+
+
+def _device_scalar(role: str, value: NkiScalar) -> int:
+    """An NkiScalar used for addressing: signed (documented for scalar_offset; the 0.8 pages
+    found say nothing of unsigned strides or counts, so those are refused too) and not bound to
+    one engine's sequencer (the pages do not say which sequencer issues the access)."""
+    if value.dtype != dt.int32:
+        raise NkiValidationError("indirect-offset", f"{role} {value!r}: addressing takes a "
+                                 "signed nl.int32 scalar")
+    if value.engine is not None:
+        raise NkiValidationError("indirect-offset", f"{role} {value!r} is bound to one "
+                                 "sequencer; load it without engine= to address with it")
+    return value.value
 
 
 def _scalar_value(value) -> int:
@@ -30,6 +50,8 @@ def _scalar_value(value) -> int:
             raise NkiValidationError("indirect-offset", f"scalar_offset {describe(value)} must "
                                      "have an integer dtype")
         return int(value.raw().reshape(-1)[0].item())
+    if isinstance(value, NkiScalar):
+        return _device_scalar("scalar_offset", value)
     return int(value)  # a Python integer or a VirtualRegister
 
 
@@ -133,4 +155,45 @@ class IndirectView(NkiTensor):
         pass  # indirect views address HBM or SBUF, which keep no written marks
 
 
-tensor.provide(IndirectView=IndirectView)
+def dynamic_ap(t: NkiTensor, pattern, offset=None, dtype=None, **indirect) -> NkiTensor:
+    """t.ap(pattern, ...) where a stride or count is an NkiScalar: the pattern with the scalars'
+    values, checked against the storage here (rule dynamic-pattern), then built as a static
+    one. On chip the first entry is the partition dimension, which stays static."""
+    run = current()
+    first = 1 if t.on_chip else 0
+    resolved, read = [], []
+    for dim, entry in enumerate(pattern):
+        values = []
+        for role, v in (("stride", entry[0]), ("count", entry[1])):
+            if isinstance(v, NkiScalar):
+                if dim < first:
+                    raise NkiValidationError("dynamic-pattern", f"{describe(t)}: the partition "
+                                             f"entry {list(entry)} of an on-chip pattern must "
+                                             "be static")
+                if role == "count" and not run.computes:
+                    raise NkiUnsupportedError(
+                        f"{describe(t)}: a count read at run time gives the access a shape "
+                        "known only when the kernel runs, which torch.compile's shape trace "
+                        "cannot follow")
+                read.append(f"{role} of dim {dim} = {v.value}")
+                values.append(_device_scalar(f"pattern {role}", v))
+            else:
+                values.append(int(v))
+        resolved.append(values)
+    elem_dtype = dt.as_nki_dtype(dtype) if dtype is not None else t.dtype
+    start = t.offset if offset is None else t.storage.locate(int(offset))
+    numel = t.storage.typed(elem_dtype).numel()
+    low = start + sum(min(0, (n - 1) * s) for s, n in resolved)
+    high = start + sum(max(0, (n - 1) * s) for s, n in resolved)
+    what = f"{describe(t)}: the access pattern {resolved} at offset {start} ({', '.join(read)}, " \
+           "read at run time)"
+    if run.computes and any(n < 1 for _, n in resolved):
+        raise NkiValidationError("dynamic-pattern", f"{what} has an empty dimension; counts "
+                                 "must be at least 1")
+    if run.computes and (low < 0 or high >= numel):
+        raise NkiValidationError("dynamic-pattern", f"{what} reaches elements {low}..{high}, "
+                                 f"outside the {numel} elements of its storage")
+    return t.ap(resolved, offset, dtype, **indirect)
+
+
+tensor.provide(IndirectView=IndirectView, dynamic_ap=dynamic_ap, NkiScalar=NkiScalar)

@@ -33,6 +33,7 @@ from .isa_reduce import (bn_aggr, bn_stats, max8, tensor_partition_reduce,  # no
 from .isa_tensor_engine import nc_matmul, nc_transpose  # noqa: F401
 from .registers import (VirtualRegister, register_alloc, register_load,  # noqa: F401
                         register_move, register_store)
+from .scalars import NkiScalar, scalar_alu, scalar_load, scalar_store  # noqa: F401
 
 
 def get_nc_version() -> nc_version:

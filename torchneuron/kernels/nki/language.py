@@ -1,7 +1,8 @@
 """nki.language, the namespace kernels import as `nl`: dtypes, memories, tile sizes, loops, SPMD
 ids, device_print and the legacy index API's refusal, here; tensor creation from creation.py and
 the high-level operations that return new tiles (nl.load, nl.add, nl.exp, nl.matmul, nl.sum, ...)
-from high_level_ops.py.
+from high_level_ops.py; the control flow on device values (fori_loop, while_loop, if_else) from
+control_flow.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .errors import NkiUnsupportedError, NkiValidationError, describe
 from .high_level_ops import (all, broadcast_to, copy, dropout, expand_dims,  # noqa: F401
                              gather_flattened, load, load_transpose2d, matmul, max, mean, min,
                              prod, rms_norm, softmax, store, sum, transpose, var, where)
-from .registers import dynamic_range, fori_loop, while_loop  # noqa: F401
+from .control_flow import fori_loop, if_else, while_loop  # noqa: F401
+from .registers import dynamic_range  # noqa: F401
 from .tensor import DynSlice, NkiTensor
 
 # ---- dtypes ------------------------------------------------------------------------------------

@@ -1,8 +1,13 @@
-"""Engine registers (nisa.register_alloc/move/load/store) and nl.dynamic_range: loops whose trip
-count is a runtime value. While only shapes are traced (torch.compile's fake pass) a register
-loaded from memory reads 0, so dynamic loops are skipped there."""
+"""Engine registers (nisa.register_alloc/move/load/store, nisa.VirtualRegister) and
+nl.dynamic_range: loops whose trip count is a runtime value. While only shapes are traced
+(torch.compile's fake pass) a register loaded from memory reads 0, so dynamic loops are skipped
+there. NKI 0.8 deprecates the register API for nisa.scalar_load/scalar_store and NkiScalar
+(scalars.py): each call warns with a DeprecationWarning, as AWS's NKI 0.8 does. nl.fori_loop and
+nl.while_loop, which also take registers, are in control_flow.py."""
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -33,17 +38,24 @@ class VirtualRegister:
         return f"VirtualRegister({self.value})"
 
 
+def _deprecated(name: str) -> None:
+    warnings.warn(f"nisa.{name} is deprecated in NKI 0.8; use nisa.scalar_load and "
+                  "nisa.scalar_store with nisa.NkiScalar", DeprecationWarning, stacklevel=3)
+
+
 def _wrap32(value: int) -> int:
     return (int(value) + 2**31) % 2**32 - 2**31
 
 
 def register_alloc(x=None) -> VirtualRegister:
     current()
+    _deprecated("register_alloc")
     return VirtualRegister(0 if x is None else _wrap32(x))
 
 
 def register_move(dst: VirtualRegister, src) -> None:
     current()
+    _deprecated("register_move")
     if dst.frozen:
         fail("register", "nisa.register_move: a dynamic_range induction variable is read-only")
     dst.value = src.value if isinstance(src, VirtualRegister) else _wrap32(src)
@@ -59,6 +71,7 @@ def _single(instr: str, t) -> None:
 
 def register_load(dst: VirtualRegister, src) -> None:
     run = current()
+    _deprecated("register_load")
     _single("nisa.register_load", src)
     if dst.frozen:
         fail("register", "nisa.register_load: a dynamic_range induction variable is read-only")
@@ -72,6 +85,7 @@ def register_load(dst: VirtualRegister, src) -> None:
 
 def register_store(dst, src: VirtualRegister) -> None:
     run = current()
+    _deprecated("register_store")
     _single("nisa.register_store", dst)
     if run.computes:
         dst.write(torch.tensor([src.value], dtype=torch.int64), run)
@@ -84,42 +98,3 @@ def dynamic_range(start, stop=None, step=1):
     if stop is None:
         start, stop = 0, start
     return range(int(start), int(stop), int(step))
-
-
-def _bound(instr: str, role: str, value) -> int:
-    if isinstance(value, VirtualRegister):
-        return value.value
-    if isinstance(value, bool) or not isinstance(value, int):
-        fail("register", f"{instr}: {role}={value!r} must be an int or a VirtualRegister")
-    return value
-
-
-def fori_loop(lower, upper, body_fun, step=1):
-    """for i in range(lower, upper, step): body_fun(i), with i a fresh register each iteration
-    (passed by value: writing it does not change the loop). Bounds may be registers; step is a
-    compile-time positive integer (documented)."""
-    I = "nl.fori_loop"
-    current()
-    if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
-        fail("register", f"{I}: step={step!r} must be a compile-time positive integer")
-    if not callable(body_fun):
-        fail("register", f"{I}: body_fun={body_fun!r} is not callable")
-    for i in range(_bound(I, "lower", lower), _bound(I, "upper", upper), step):
-        body_fun(VirtualRegister(i))
-
-
-def while_loop(init, body_fun):
-    """r = init; while r != 0: r = body_fun(r) (the condition is checked before each iteration;
-    the body gets the condition by value and returns the next condition register)."""
-    I = "nl.while_loop"
-    current()
-    if not isinstance(init, VirtualRegister):
-        fail("register", f"{I}: init={init!r} must be a VirtualRegister (nisa.register_alloc)")
-    if not callable(body_fun):
-        fail("register", f"{I}: body_fun={body_fun!r} is not callable")
-    r = init
-    while r.value != 0:
-        r = body_fun(VirtualRegister(r.value))
-        if not isinstance(r, VirtualRegister):
-            fail("register", f"{I}: body_fun returned {r!r}; it must return the next "
-                 "condition as a VirtualRegister")

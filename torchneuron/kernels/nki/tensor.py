@@ -371,7 +371,11 @@ class NkiTensor:
     def ap(self, pattern, offset=None, dtype=None, scalar_offset=None, vector_offset=None,
            indirect_dim=None) -> "NkiTensor":
         """A raw access pattern [[stride, count], ...] on the underlying storage; with
-        scalar_offset= or vector_offset= an indirect one (indirect.py)."""
+        scalar_offset= or vector_offset= an indirect one (indirect.py). A stride or count may be
+        an NkiScalar read at run time (NKI 0.8's dynamic access pattern, indirect.dynamic_ap)."""
+        if any(isinstance(v, _above["NkiScalar"]) for entry in pattern for v in entry):
+            return _above["dynamic_ap"](self, pattern, offset, dtype, scalar_offset=scalar_offset,
+                                        vector_offset=vector_offset, indirect_dim=indirect_dim)
         dtype = dt.as_nki_dtype(dtype) if dtype is not None else self.dtype
         strides = [int(p[0]) for p in pattern]
         shape = [int(p[1]) for p in pattern]
