@@ -1,7 +1,8 @@
 """Speed of the NKI simulator (the software NeuronCore running @nki.jit kernels) on the tutorials'
 matmul kernels and a flash-attention forward kernel: per kernel, seconds per call now and with the
-simulator of a baseline revision (run in a subprocess from that revision's files, the same
-kernels and inputs, the same host at the same time), the instructions per second, and the time
+simulator of a baseline revision (run in a subprocess from that revision's files and its own C++
+extension, built once into build/nki-baseline/; the same kernels and inputs, the same host at the
+same time), the instructions per second, and the time
 of the same math as native PyTorch CPU ops in this process. Every result is checked against a
 torch reference, and the baseline's outputs against today's (max |difference|).
 Times are wall seconds, the median of the rounds with the spread (min..max) beside it; the
@@ -100,33 +101,40 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def baseline(rev: str, rounds: int, outputs_path: str) -> dict:
-    """Runs `--measure` in a subprocess over revision `rev`'s torchneuron and `nki` (its files
-    from git, this build's C++ extension beside them)."""
+def baseline_checkout(rev: str) -> pathlib.Path:
+    """Revision `rev`'s whole tree with its own C++ extension, built once for this torch and kept
+    in build/nki-baseline/ (a few minutes the first time). The extension must be the revision's
+    own: its Python calls the bindings it was written against, which later builds rename."""
     import torch
 
-    workdir = tempfile.mkdtemp(prefix="nki-baseline-")
-    try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "torchneuron", "nki"],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", workdir], input=archive, check=True)
-        # This torch's build, where a revision of either layout looks: in place (before
-        # runtime/extension.py) and in _builds/torch-<version>/ (since).
-        build = pathlib.Path(str(ROOT / "torchneuron" / "_builds" / f"torch-{torch.__version__}"))
-        for extension in build.glob("_C*.so"):
-            shutil.copy(extension, pathlib.Path(workdir) / "torchneuron")
-            target = pathlib.Path(workdir) / "torchneuron" / "_builds" / build.name
-            target.mkdir(parents=True, exist_ok=True)
-            shutil.copy(extension, target)
-        env = dict(os.environ, PYTHONPATH=workdir)
-        done = subprocess.run([sys.executable, __file__, "--measure", "--rounds", str(rounds),
-                               "--outputs", outputs_path], env=env, capture_output=True,
-                              text=True, cwd=workdir)
-        if done.returncode != 0:
-            raise RuntimeError(f"the baseline run failed:\n{done.stderr[-3000:]}")
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    folder = ROOT / "build" / "nki-baseline" / f"{rev}-torch-{torch.__version__}"
+    done = folder / ".built"
+    if done.exists():
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    print(f"building revision {rev}'s extension once, into {folder.relative_to(ROOT)} "
+          "(a few minutes)", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=folder,
+                   check=True, capture_output=True)
+    done.touch()
+    return folder
+
+
+def baseline(rev: str, rounds: int, outputs_path: str) -> dict:
+    """Runs `--measure` in a subprocess over revision `rev`'s torchneuron and `nki`, with that
+    revision's own extension (baseline_checkout)."""
+    folder = baseline_checkout(rev)
+    env = dict(os.environ, PYTHONPATH=str(folder))
+    done = subprocess.run([sys.executable, __file__, "--measure", "--rounds", str(rounds),
+                           "--outputs", outputs_path], env=env, capture_output=True, text=True,
+                          cwd=folder)
+    if done.returncode != 0:
+        raise RuntimeError(f"the baseline run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def spread(xs) -> str:
