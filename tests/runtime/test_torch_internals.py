@@ -238,8 +238,17 @@ class SourceScan:
             self.findings.add(("patch", path))
 
     def _is_not_torch(self, expr: ast.AST) -> bool:
-        """A name bound to torchneuron or another library, or `self`/`cls` of a method of a
-        class defined here."""
+        """A name bound to torchneuron or another library, `self`/`cls` of a method of a
+        class defined here, or `super()` in a class whose bases are all torchneuron's."""
+        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)
+                and expr.func.id == "super" and not expr.args):
+            node = expr
+            while node in self.parents:
+                node = self.parents[node]
+                if isinstance(node, ast.ClassDef):
+                    return bool(node.bases) and all(
+                        isinstance(b, ast.Name) and b.id in self.own for b in node.bases)
+            return False
         if not isinstance(expr, ast.Name):
             return False
         if expr.id in self.own or expr.id in self.foreign:
@@ -392,6 +401,8 @@ def test_every_python_entry_is_still_used_where_it_says():
     ("def f(self):\n    return self._device", ("private", "._device")),
     ("from torch._dynamo.x import D\nclass N(D):\n    def _hook(self): pass",
      ("private", "torch._dynamo.x.D._hook")),
+    ("from torch.x import D\nclass N(D):\n    def f(self):\n        return super()._g()",
+     ("private", "._g")),
 ])
 def test_the_scan_finds_patches_and_private_names(source, expected):
     assert expected in SourceScan(source).findings
@@ -404,6 +415,7 @@ def test_the_scan_finds_patches_and_private_names(source, expected):
     "import torch\ntorch.neuron._device_index(0)",
     "class A:\n    def f(self):\n        return self._private",
     "def f(run, attr):\n    setattr(run, attr, 1)",
+    "from .turns import T\nclass N(T):\n    def f(self):\n        return super()._g()",
 ])
 def test_the_scan_ignores_public_and_own_names(source):
     assert not SourceScan(source).findings
