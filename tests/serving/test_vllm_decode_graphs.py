@@ -145,3 +145,28 @@ def test_replays_show_in_the_profiler(llm):
     replays = [e for e in prof.events() if e.name == "NeuronGraph.replay"]
     # 3 decode steps of a batch of 2, each replaying 3 graphs.
     assert len(replays) >= 3 * 3
+
+
+def test_an_empty_segment_is_dropped_without_hiding_other_warnings(monkeypatch):
+    # Between a layer's KV-cache update and its attention a segment records nothing: dropped,
+    # and of capture_end's warnings only "the graph is empty" is silenced.
+    import warnings
+
+    import torch
+
+    from torchneuron.serving.decode_graphs import NeuronDecodeCapture
+
+    capture_end = torch.neuron.NeuronGraph.capture_end
+
+    def capture_end_with_another_warning(graph):
+        warnings.warn("another warning of capture_end", UserWarning)
+        capture_end(graph)
+
+    monkeypatch.setattr(torch.neuron.NeuronGraph, "capture_end", capture_end_with_another_warning)
+    capture = NeuronDecodeCapture()
+    with torch.neuron.stream(torch.neuron.Stream()), warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        capture._begin_segment()
+        capture._end_segment()
+    assert capture.graphs == [] and capture.segments == []
+    assert [str(w.message) for w in seen] == ["another warning of capture_end"]

@@ -124,7 +124,8 @@ class NeuronDecodeCapture(BreakableCUDAGraphCapture):
         if graph.recorded_work() == 0:
             # Dropped; capture_end's warning that the graph is empty is expected here.
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
+                warnings.filterwarnings("ignore", message="The neuron graph is empty",
+                                        category=UserWarning)
                 graph.capture_end()
             return
         graph.capture_end()
