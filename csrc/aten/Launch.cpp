@@ -10,6 +10,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -81,7 +82,8 @@ std::exception_ptr current_error_named(const char* name) {
 namespace {
 
 // What the runtime's workers need from PyTorch: the stream as their current one, the caller's
-// thread count and profiler correlation around each item, and c10's error types.
+// thread count and profiler correlation around each item, and c10's error types. A thread that
+// waits for a stream and runs its items itself has the stream current only while they run.
 const bool g_hooks_installed = [] {
   rt::ExecutionHooks hooks;
   hooks.worker_started = [](rt::StreamRef s) {
@@ -99,6 +101,11 @@ const bool g_hooks_installed = [] {
     profiler::push_correlation(context.correlation);
   };
   hooks.leave = [] { profiler::pop_correlation(); };
+  hooks.run_on_stream = [](rt::StreamRef s, void (*run)(void*), void* context) {
+    const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s.device));
+    const c10::StreamGuard guard(c10::Stream(c10::Stream::UNSAFE, device, s.id));
+    run(context);
+  };
   hooks.name_error = &current_error_named;
   rt::set_execution_hooks(hooks);
   return true;

@@ -6,6 +6,7 @@
 #include "runtime/NeuronRuntime.h"
 
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -46,6 +47,9 @@ thread_local int t_item_depth = 0;  // items open on this thread
 std::atomic<std::int64_t> g_pending{0};
 std::atomic<int> g_error_count{0};
 
+// How long a waiting thread polls a stream before it sleeps (wait_drained).
+constexpr std::chrono::microseconds kSpinBeforeSleep{200};
+
 ExecutionHooks g_hooks;  // set once, before any work is queued
 std::atomic<WaitWrapper> g_wait_wrapper{nullptr};
 
@@ -68,6 +72,9 @@ struct StreamQueue {
   std::condition_variable drained;
   std::deque<Item> items;
   std::int64_t pending = 0;  // queued + running; guarded by m
+  // An item of this stream is running, on its worker or on a thread that waits for the stream
+  // (run_waiting): items start one at a time, in order. Guarded by m.
+  bool running = false;
   StreamClock clock;
 };
 
@@ -124,6 +131,33 @@ thread_local CollectedItem t_collected;
 
 void queue_now(StreamRef stream, const char* name, std::function<void()> work);
 
+// Runs one item taken from `q` (q->running set by the taker) and counts it finished.
+void run_item(StreamQueue* q, Item& item) {
+  if (g_hooks.enter != nullptr) g_hooks.enter(item.context);
+  try {
+    item.work();
+  } catch (...) {
+    keep_error(q->stream.device, current_error_named(item.name));
+  }
+  if (g_hooks.leave != nullptr) g_hooks.leave();
+  item.work = nullptr;  // frees what the work held before the stream counts as drained
+  q->clock.finished.fetch_add(1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(q->m);
+    q->running = false;
+    g_pending.fetch_sub(1);  // before a waiter can see the stream drained
+    if (--q->pending == 0) {
+      q->drained.notify_all();
+    } else if (!q->items.empty()) {
+      q->has_work.notify_one();  // the worker may have slept while a waiting thread ran items
+    }
+  }
+  if (g_room_waiters.load(std::memory_order_acquire) > 0 && queued_items() <= kResumeQueued) {
+    std::lock_guard<std::mutex> lock(g_room_mutex);  // a waiter is waiting or sees the count
+    g_room.notify_all();
+  }
+}
+
 void run_worker(StreamQueue* q) {
   t_worker = true;
   if (g_hooks.worker_started != nullptr) g_hooks.worker_started(q->stream);
@@ -131,28 +165,12 @@ void run_worker(StreamQueue* q) {
     Item item;
     {
       std::unique_lock<std::mutex> lock(q->m);
-      q->has_work.wait(lock, [q] { return !q->items.empty(); });
+      q->has_work.wait(lock, [q] { return !q->items.empty() && !q->running; });
       item = std::move(q->items.front());
       q->items.pop_front();
+      q->running = true;
     }
-    if (g_hooks.enter != nullptr) g_hooks.enter(item.context);
-    try {
-      item.work();
-    } catch (...) {
-      keep_error(q->stream.device, current_error_named(item.name));
-    }
-    if (g_hooks.leave != nullptr) g_hooks.leave();
-    item.work = nullptr;  // frees what the work held before the stream counts as drained
-    q->clock.finished.fetch_add(1, std::memory_order_release);
-    {
-      std::lock_guard<std::mutex> lock(q->m);
-      g_pending.fetch_sub(1);  // before a waiter can see the stream drained
-      if (--q->pending == 0) q->drained.notify_all();
-    }
-    if (g_room_waiters.load(std::memory_order_acquire) > 0 && queued_items() <= kResumeQueued) {
-      std::lock_guard<std::mutex> lock(g_room_mutex);  // a waiter is waiting or sees the count
-      g_room.notify_all();
-    }
+    run_item(q, item);
   }
 }
 
@@ -191,13 +209,63 @@ void wait_outside_python(Wait&& wait) {
   wrapper([](void* ctx) { (*static_cast<Wait*>(ctx))(); }, &wait);
 }
 
-void wait_drained(StreamQueue* q) {
+// A thread that must wait for a stream first runs the items the stream's worker has not
+// started, in order, as the worker would (the stream current, marked as a worker so nothing
+// inside waits): a caller that is going to sleep until the device is done pays no hand-over
+// to the worker and back. It stops taking items once the worker is running one.
+void run_waiting(StreamQueue* q) {
+  for (;;) {
+    Item item;
+    {
+      std::lock_guard<std::mutex> lock(q->m);
+      if (q->running || q->items.empty()) return;
+      item = std::move(q->items.front());
+      q->items.pop_front();
+      q->running = true;
+    }
+    struct Context {
+      StreamQueue* q;
+      Item* item;
+    } context{q, &item};
+    auto run = [](void* ctx) {
+      auto* c = static_cast<Context*>(ctx);
+      run_item(c->q, *c->item);
+    };
+    struct AsWorker {  // restored however the item ends
+      bool was = std::exchange(t_worker, true);
+      ~AsWorker() { t_worker = was; }
+    } as_worker;
+    if (g_hooks.run_on_stream != nullptr) {
+      g_hooks.run_on_stream(q->stream, run, &context);
+    } else {
+      run(&context);
+    }
+  }
+}
+
+// `run_items`: take unstarted items (false at exit, when running them on this thread could
+// need an interpreter that is shutting down).
+void wait_drained(StreamQueue* q, bool run_items = true) {
   if (t_worker) throw std::logic_error("neuron: a device worker may not wait for a stream");
   {
     std::lock_guard<std::mutex> lock(q->m);
     if (q->pending == 0) return;
   }
-  wait_outside_python([q] {
+  wait_outside_python([q, run_items] {
+    if (run_items) run_waiting(q);
+    // Then, as an accelerator's driver spins before it blocks, poll for a short while: the
+    // worker is usually finishing an item that takes tens of microseconds, and a thread put to
+    // sleep on the condition variable pays a wake-up about as long. Yielding while it polls
+    // leaves the core to other threads on a busy host.
+    const auto until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(q->m);
+        if (q->pending == 0) return;
+      }
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::yield();
+    }
     std::unique_lock<std::mutex> lock(q->m);
     q->drained.wait(lock, [q] { return q->pending == 0; });
   });
@@ -324,7 +392,7 @@ void synchronize_all() {
 
 void drain() {
   if (t_worker) return;
-  for (StreamQueue* q : queues_of(-1)) wait_drained(q);
+  for (StreamQueue* q : queues_of(-1)) wait_drained(q, /*run_items=*/false);
 }
 
 bool query_stream(StreamRef stream) {

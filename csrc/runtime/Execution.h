@@ -42,6 +42,9 @@ struct ExecutionHooks {
   // On the worker, before and after each item.
   void (*enter)(const LaunchContext& context) = nullptr;
   void (*leave)() = nullptr;
+  // On a thread that waits for `stream` and runs its unstarted items itself: calls
+  // run(context) with `stream` current on this thread, then restores what was current.
+  void (*run_on_stream)(StreamRef stream, void (*run)(void*), void* context) = nullptr;
   // Called inside the catch block of an item that raised: the error to keep, with the item's
   // name in front (default: the error as raised).
   std::exception_ptr (*name_error)(const char* name) = nullptr;
@@ -98,8 +101,10 @@ struct StreamClock {
 const StreamClock* stream_clock(StreamRef stream);
 
 // Waits until the stream (every stream of the device; every stream) ran its work, then raises
-// the device's kept error, if any (every device's, for the last). Not on a worker. A device
-// index out of range raises std::out_of_range. The one entry point to synchronize a device.
+// the device's kept error, if any (every device's, for the last). Not on a worker. The waiting
+// thread first runs, in order, the items the stream's worker has not started (a caller about
+// to sleep until the device is done pays no hand-over to the worker and back). A device index
+// out of range raises std::out_of_range. The one entry point to synchronize a device.
 void synchronize_stream(StreamRef stream);
 void synchronize_device(int device);
 void synchronize_all();

@@ -48,7 +48,18 @@ def calls(device, busy):
     return results, [dict(s) for s in seen]
 
 def sleep():
-    torch.neuron._sleep(20_000_000)  # 20 ms of device work
+    # 20 ms of device work, started by the stream's worker before this returns: a thread that
+    # waits for a stream runs the items the worker has not started itself, so a kernel queued
+    # behind work the worker has not picked up yet could run on the caller.
+    while True:
+        torch.neuron._sleep(2_000_000)
+        started = torch.neuron.Event()
+        started.record()
+        if not started.query():  # queued behind the 2 ms, so the worker itself completes it
+            break
+    torch.neuron._sleep(20_000_000)
+    while not started.query():
+        pass
 
 cpu_results, cpu_seen = calls("cpu", lambda: None)
 neuron_results, neuron_seen = calls("neuron", sleep)

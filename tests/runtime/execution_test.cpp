@@ -183,6 +183,68 @@ void test_worker_may_not_wait() {
   CHECK(idle());
 }
 
+// A thread that synchronizes a stream whose worker has not started its items runs them itself,
+// in order, with the stream made current through the run_on_stream hook and marked as a worker;
+// the worker takes over again afterwards. The worker of stream {0, 9} is held at its start, so
+// every item is still unstarted when the caller synchronizes.
+std::atomic<bool> g_release_worker{false};
+std::atomic<int> g_streams_lent{0};
+
+void test_waiting_thread_runs_unstarted_items() {
+  ExecutionHooks hooks;
+  hooks.worker_started = [](StreamRef s) {
+    while (s.id == 9 && !g_release_worker.load()) std::this_thread::yield();
+  };
+  hooks.run_on_stream = [](StreamRef s, void (*run)(void*), void* context) {
+    if (s.device == 0 && s.id == 9) g_streams_lent.fetch_add(1);
+    run(context);
+  };
+  set_execution_hooks(hooks);
+  const StreamRef s{0, 9};
+  const auto caller = std::this_thread::get_id();
+  std::vector<int> seen;
+  std::atomic<int> on_caller{0};
+  std::atomic<int> as_worker{0};
+  for (int i = 0; i < 10; ++i) {
+    enqueue(s, "append", [&, i] {
+      seen.push_back(i);
+      on_caller += std::this_thread::get_id() == caller;
+      as_worker += on_worker_thread();
+    });
+  }
+  enqueue(s, "fail", [] { throw std::runtime_error("kept"); });
+  bool raised = false;
+  try {
+    synchronize_stream(s);
+  } catch (const std::runtime_error&) {
+    raised = true;
+  }
+  CHECK(raised);  // an item's error is kept and raised as the worker's would be
+  CHECK(seen.size() == 10);
+  bool ordered = true;
+  for (int i = 0; i < 10 && i < static_cast<int>(seen.size()); ++i) ordered &= seen[i] == i;
+  CHECK(ordered);
+  CHECK(on_caller.load() == 10);
+  CHECK(as_worker.load() == 10);
+  CHECK(g_streams_lent.load() == 11);
+  CHECK(!on_worker_thread());  // the caller is itself again
+  CHECK(idle());
+
+  g_release_worker = true;  // released, the worker runs what is queued next by itself
+  std::atomic<bool> ran{false};
+  std::thread::id ran_on;
+  enqueue(s, "after", [&] {
+    ran_on = std::this_thread::get_id();
+    ran = true;
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!ran.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  CHECK(ran.load());
+  CHECK(ran_on != caller);
+  synchronize_stream(s);
+  set_execution_hooks(ExecutionHooks{});
+}
+
 // The seam declares queued execution.
 void test_capabilities() {
   CHECK(capabilities().queued_execution);
@@ -199,6 +261,7 @@ int main() {
   test_collected_item();
   test_bounded_queue();
   test_worker_may_not_wait();
+  test_waiting_thread_runs_unstarted_items();
   test_capabilities();
   std::printf("%d checks, %d failed\n", g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
