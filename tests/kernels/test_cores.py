@@ -135,3 +135,39 @@ def test_sendrecv_rules():
     with pytest.raises(NkiValidationError, match=r"\[sendrecv\].*core 0 sent 't0' \(sbuf, shape "
                        r"\(4, 4\), float32\), which does not fit dst 't1' \(sbuf, shape \(4, 8\)"):
         mismatched[2](torch.zeros(1))
+
+
+@nki.jit
+def swap_on_two_pipes(x):
+    """Two exchanges on different pipe_ids, posted in opposite orders by the two cores: NKI 0.8
+    ignores pipe_id, so the Nth exchange of one core meets the Nth of the other."""
+    c = nl.program_id(0)
+    a = nl.ndarray((4, 4), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=a, value=float(c + 1))
+    b = nl.ndarray((4, 4), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=b, value=float(10 * (c + 1)))
+    got_first = nl.ndarray((4, 4), x.dtype, buffer=nl.sbuf)
+    got_second = nl.ndarray((4, 4), x.dtype, buffer=nl.sbuf)
+    first_pipe, second_pipe = (0, 1) if c == 0 else (1, 0)
+    nisa.sendrecv(src=a, dst=got_first, send_to_rank=1 - c, recv_from_rank=1 - c,
+                  pipe_id=first_pipe)
+    nisa.sendrecv(src=b, dst=got_second, send_to_rank=1 - c, recv_from_rank=1 - c,
+                  pipe_id=second_pipe)
+    out = nl.ndarray((2, 8, 4), x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[c, 0:4, :], src=got_first)
+    nisa.dma_copy(dst=out[c, 4:8, :], src=got_second)
+    return out
+
+
+def test_the_nisa_lnc_functions_are_deprecated_and_sendrecv_ignores_pipe_id():
+    with pytest.warns(DeprecationWarning, match=r"nisa\.sendrecv is deprecated in NKI 0\.8; use "
+                      r"nki\.lnc\.sendrecv without pipe_id"):
+        out = swap_on_two_pipes[2](torch.zeros(1, device="neuron")).cpu()
+    # Core 0 gets core 1's first tile (2) then its second (20), and core 1 the reverse values.
+    torch.testing.assert_close(out[0], torch.cat([torch.full((4, 4), 2.0),
+                                                  torch.full((4, 4), 20.0)]))
+    torch.testing.assert_close(out[1], torch.cat([torch.full((4, 4), 1.0),
+                                                  torch.full((4, 4), 10.0)]))
+    with pytest.warns(DeprecationWarning, match=r"nisa\.core_barrier is deprecated in NKI 0\.8; "
+                      r"use nki\.lnc\.core_barrier"):
+        exchange_halves[2](torch.randn(8, 4).to("neuron"))

@@ -115,3 +115,22 @@ def test_gather_rules():
     with pytest.raises(NkiValidationError, match=r"\[gather-index\].*holds 16 .* outside the 16 "
                        "groups of 1 element"):
         local(value=16)(torch.zeros(1))
+
+
+def test_local_gather_warns_when_num_valid_indices_is_omitted():
+    # NKI 0.8: the results are then undefined and NKI warns (a future default changes).
+    @nki.jit
+    def k(src, index, **valid):
+        s, i = tile_in(src), tile_in(index)
+        out = nl.ndarray((src.shape[0], 16 * index.shape[1]), src.dtype, buffer=nl.sbuf)
+        nisa.local_gather(dst=out, src_buffer=s, index=i, **valid)
+        return tile_out(out)
+
+    src = torch.randn(16, 32)
+    index = torch.randint(0, 32, (16, 2), dtype=torch.int32).to(torch.uint16)
+    with pytest.warns(FutureWarning, match=r"nisa\.local_gather: num_valid_indices omitted"):
+        k(src, index)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        k(src, index, num_valid_indices=32)

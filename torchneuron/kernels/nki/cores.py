@@ -12,6 +12,7 @@ never reaches is refused (rule `core-barrier`) instead of hanging.
 
 from __future__ import annotations
 
+import warnings
 
 from . import dtypes as dt
 from .context import current
@@ -140,19 +141,33 @@ def reduce_with_peer(I: str, src, dst, send_to_rank, recv_from_rank, reduce_op) 
     dst.write(op.binary(mine, theirs).reshape(dst.shape), current())
 
 
+def _deprecated(name: str) -> None:
+    # NKI 0.8 deprecates the nisa names of the LNC functions for nki.lnc's (and ignores
+    # sendrecv's pipe_id), warning as AWS's NKI does.
+    warnings.warn(f"nisa.{name} is deprecated in NKI 0.8; use nki.lnc.{name}"
+                  + (" without pipe_id, which NKI 0.8 ignores" if name == "sendrecv" else ""),
+                  DeprecationWarning, stacklevel=4)
+
+
 def core_barrier(data, cores, engine=None, name=None):
-    """nisa.core_barrier: the barrier above."""
+    """nisa.core_barrier (deprecated for nki.lnc.core_barrier): the barrier above."""
+    _deprecated("core_barrier")
     wait_at_barrier("nisa.core_barrier", data, cores)
 
 
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None, priority=None,
              name=None):
-    """nisa.sendrecv: dst receives the other core's src (pipe_id groups the exchanges)."""
-    sent = exchange("nisa.sendrecv", src, dst, send_to_rank, recv_from_rank, int(pipe_id))
+    """nisa.sendrecv (deprecated for nki.lnc.sendrecv): dst receives the other core's src;
+    pipe_id is ignored, as NKI 0.8 ignores it (the Nth exchange of one core meets the Nth of the
+    other)."""
+    _deprecated("sendrecv")
+    sent = exchange("nisa.sendrecv", src, dst, send_to_rank, recv_from_rank)
     if sent is not None:
         dst.write_raw(sent, current())
 
 
 def sendrecv_compute(src, dst, send_to_rank, recv_from_rank, reduce_op, name=None):
-    """nisa.sendrecv_compute: dst = reduce_op(src, the other core's src)."""
+    """nisa.sendrecv_compute (deprecated for nki.lnc.sendrecv_compute): dst = reduce_op(src,
+    the other core's src)."""
+    _deprecated("sendrecv_compute")
     reduce_with_peer("nisa.sendrecv_compute", src, dst, send_to_rank, recv_from_rank, reduce_op)

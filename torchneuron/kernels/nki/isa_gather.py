@@ -5,6 +5,8 @@ unchanged (no dtype cast) and run as one torch gather per instruction."""
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 from . import dtypes as dt
@@ -75,6 +77,12 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
         fail("operand-shape", f"{I}: num_elem_per_idx={num_elem_per_idx!r} must be one of "
              f"{LOCAL_GATHER_ELEMENTS}")
     per_core = GPSIMD_CORE_PARTITIONS * elements_per_partition(index)
+    if num_valid_indices is None:
+        # NKI 0.8: without it the results are undefined and NKI warns; a future release's
+        # default is dst_free_size / num_elem_per_idx. The simulator keeps reading every index.
+        warnings.warn(f"{I}: num_valid_indices omitted; NKI 0.8 leaves the results undefined "
+                      "then (the simulator gathers every index of the core's slice); pass it "
+                      "explicitly", FutureWarning, stacklevel=3)
     valid = per_core if num_valid_indices is None else num_valid_indices
     if isinstance(valid, bool) or not isinstance(valid, int) or not 1 <= valid <= min(
             per_core, LOCAL_GATHER_MAX_INDICES):
