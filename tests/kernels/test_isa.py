@@ -324,3 +324,21 @@ def test_simulate_runs_plain_functions_on_numpy():
         return out
     x = np.ones((4, 4), dtype=np.float32)
     np.testing.assert_array_equal(nki.simulate(k)(x), x + 1)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(torch.float32, {}),
+                                              (torch.bfloat16, {"rtol": 2e-2, "atol": 2e-1})])
+def test_nl_matmul_without_transpose_x_inserts_the_documented_transpose(dtype, tolerance):
+    # AWS's own examples call nl.matmul(x, y) with x as (M, K): x @ y.
+    @nki.jit
+    def k(a, b):
+        p = nl.matmul(nl.load(a), nl.load(b))
+        o = nl.ndarray(p.shape, nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=o, src=p)
+        out = nl.ndarray(p.shape, nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=o)
+        return out
+
+    a, b = torch.randn(96, 128, dtype=dtype), torch.randn(128, 300, dtype=dtype)
+    torch.testing.assert_close(k(a.to("neuron"), b.to("neuron")).cpu(), a.float() @ b.float(),
+                               **tolerance)

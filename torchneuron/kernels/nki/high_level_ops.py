@@ -287,12 +287,19 @@ copy = _ops.copy
 
 def matmul(x, y, transpose_x=False):
     """x @ y on the Tensor Engine into a new float32 PSUM tile; with transpose_x=True x is
-    already (K, M), the stationary layout."""
+    already (K, M), the stationary layout. With transpose_x=False (x is (M, K)) the transpose
+    AWS documents as inserted runs first: x through the Tensor Engine into PSUM, copied to SBUF
+    as the stationary operand."""
     if not transpose_x:
-        raise NkiValidationError(
-            "matmul-layout", "nl.matmul(x, y, transpose_x=False) transposes x through PSUM, which "
-            "cannot feed the Tensor Engine as stationary on NeuronCore-v3 and newer; pass x as "
-            "(K, M) with transpose_x=True (nl.transpose + nisa.tensor_copy to get it)")
+        _tile("nl.matmul", x)
+        if _epp(x) != y.shape[0]:
+            raise NkiValidationError(
+                "matmul-contraction", f"nl.matmul: x {describe(x)}'s free dimension must match "
+                f"y {describe(y)}'s partition dimension (x @ y contracts them)")
+        in_psum = ndarray((_epp(x), x.shape[0]), x.dtype, psum, "matmul_transpose")
+        _isa.nc_transpose(dst=in_psum, data=x)
+        x = ndarray(in_psum.shape, x.dtype, sbuf, "matmul_stationary")
+        _isa.tensor_copy(dst=x, src=in_psum)
     out = ndarray((_epp(x), _epp(y)), float32, psum, "matmul")
     _isa.nc_matmul(dst=out, stationary=x, moving=y)
     return out
